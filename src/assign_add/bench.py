@@ -1,0 +1,171 @@
+"""Speed measurements: data sampling, the training step (engine vs a straightforward model), evaluation.
+
+Figures are printed, never asserted: the benchmark is a command (``assign-add bench``), not a test.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import psutil
+import torch
+from torch import nn
+
+from assign_add.config import RunConfig
+from assign_add.model.fast import answer_loss, fast_answer_logits
+from assign_add.model.hooked import AssignAddTransformer, HookedConfig
+from assign_add.task.evalsets import build_eval_sets
+from assign_add.task.generator import Sampler
+from assign_add.task.partitions import build_partitions
+from assign_add.train.evaluate import evaluate
+from assign_add.train.trainer import make_optimizer
+
+
+class StraightforwardTransformer(nn.Module):
+    """The same function written the usual way: every position through both layers, nn.Linear.
+
+    The baseline of ``assign-add bench``; :meth:`load_from` copies a hooked model's weights
+    (the test suite checks both give the same logits).
+    """
+
+    def __init__(self, cfg: HookedConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        d, hd = cfg.d_model, cfg.n_heads * cfg.d_head
+        self.embed = nn.Embedding(cfg.d_vocab, d)
+        self.pos_embed = nn.Embedding(cfg.n_ctx, d)
+        self.layers = nn.ModuleList()
+        for layer in range(cfg.n_layers):
+            mods = nn.ModuleDict({k: nn.Linear(d, hd, bias=False) for k in ("q", "k", "v")})
+            mods["o"] = nn.Linear(hd, d, bias=False)
+            if layer in cfg.mlp_layers:
+                mods["mlp"] = nn.Sequential(nn.Linear(d, cfg.d_mlp, bias=False), nn.ReLU(), nn.Linear(cfg.d_mlp, d, bias=False))
+            self.layers.append(mods)
+        self.unembed = nn.Linear(d, cfg.d_vocab_out, bias=False)
+        self.register_buffer("mask", torch.tril(torch.ones(cfg.n_ctx, cfg.n_ctx, dtype=torch.bool)))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        b, t = tokens.shape
+        h = self.cfg.n_heads
+        x = self.embed(tokens) + self.pos_embed.weight[:t]
+        for mods in self.layers:
+            q, k, v = (mods[n](x).view(b, t, h, -1).transpose(1, 2) for n in ("q", "k", "v"))
+            scores = q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])
+            pattern = torch.softmax(scores.masked_fill(~self.mask[:t, :t], float("-inf")), dim=-1)
+            x = x + mods["o"]((pattern @ v).transpose(1, 2).reshape(b, t, -1))
+            if "mlp" in mods:
+                x = x + mods["mlp"](x)
+        return self.unembed(x)
+
+    @torch.no_grad()
+    def load_from(self, model: AssignAddTransformer) -> "StraightforwardTransformer":
+        self.embed.weight.copy_(model.embed.W_E)
+        self.pos_embed.weight.copy_(model.pos_embed.W_pos)
+        for mods, block in zip(self.layers, model.blocks):
+            for n, w in (("q", block.attn.W_Q), ("k", block.attn.W_K), ("v", block.attn.W_V)):
+                mods[n].weight.copy_(w.permute(1, 0, 2).reshape(w.shape[1], -1).T)
+            mods["o"].weight.copy_(block.attn.W_O.reshape(-1, block.attn.W_O.shape[-1]).T)
+            if "mlp" in mods:
+                mods["mlp"][0].weight.copy_(block.mlp.W_in.T)
+                mods["mlp"][2].weight.copy_(block.mlp.W_out.T)
+        self.unembed.weight.copy_(model.unembed.W_U.T)
+        return self
+
+
+class PeakRSS:
+    """Peak resident memory above the level at entry, sampled every millisecond."""
+
+    def __enter__(self) -> "PeakRSS":
+        self.proc = psutil.Process()
+        self.base = self.proc.memory_info().rss
+        self.peak = self.base
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+        return self
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.proc.memory_info().rss)
+            time.sleep(0.001)
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mib(self) -> float:
+        return (self.peak - self.base) / 2**20
+
+
+@dataclass
+class StepBench:
+    name: str
+    seq_per_s: float
+    ms_per_step: float
+    peak_mib: float
+
+
+def bench_data(cfg: RunConfig, batches: int = 2000) -> float:
+    """Training sequences sampled per second (batch size from the config)."""
+    sampler = Sampler(cfg.task, cfg.train.seed)
+    sampler.batch(0, cfg.train.batch_size)
+    t0 = time.perf_counter()
+    for i in range(batches):
+        sampler.batch(i, cfg.train.batch_size)
+    return batches * cfg.train.batch_size / (time.perf_counter() - t0)
+
+
+def bench_step(
+    name: str, model: nn.Module, logits_fn: Callable[[torch.Tensor], torch.Tensor], cfg: RunConfig, steps: int
+) -> StepBench:
+    """Forward + backward + AdamW on fresh batches (sampling excluded from the timing)."""
+    sampler = Sampler(cfg.task, cfg.train.seed)
+    batches = [sampler.batch(i, cfg.train.batch_size) for i in range(steps + 3)]
+    data = [(torch.as_tensor(b.tokens), torch.as_tensor(b.answers)) for b in batches]
+    opt = make_optimizer(model, cfg)
+
+    def step(i: int) -> None:
+        tokens, answers = data[i]
+        loss = answer_loss(logits_fn(tokens), answers)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    for i in range(3):
+        step(i)
+    with PeakRSS() as mem:
+        t0 = time.perf_counter()
+        for i in range(3, steps + 3):
+            step(i)
+        dt = time.perf_counter() - t0
+    return StepBench(name, steps * cfg.train.batch_size / dt, 1e3 * dt / steps, mem.mib)
+
+
+def bench_train(cfg: RunConfig, steps: int = 50) -> tuple[StepBench, StepBench]:
+    hooked = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
+    naive = StraightforwardTransformer(hooked.cfg).load_from(hooked)
+    base = bench_step("straightforward", naive, lambda tok: naive(tok)[:, -1], cfg, steps)
+    fast = bench_step("engine", hooked, lambda tok: fast_answer_logits(hooked, tok), cfg, steps)
+    return fast, base
+
+
+def bench_eval(cfg: RunConfig, repeats: int = 3) -> tuple[float, int]:
+    """Seconds for one evaluation of the live sets (all but the 2-var union), and their size."""
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
+    sets = build_eval_sets(cfg.task, build_partitions(cfg.task), exhaustive=True)
+    sets.pop("2var_union", None)
+    evaluate(model, sets)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        evaluate(model, sets)
+    return (time.perf_counter() - t0) / repeats, sum(len(b) for b in sets.values())
+
+
+def projected_seconds(steps: int, step_ms: float, eval_s: float, eval_every: int) -> float:
+    return steps * step_ms / 1e3 + (steps // eval_every + 1) * eval_s
+

@@ -1,0 +1,345 @@
+"""The ``assign-add`` command line (typer + rich).
+
+User mistakes (bad config, malformed prompt, wrong run directory) print one ``error:`` line
+to stderr and exit with status 2; they never show a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from assign_add import config as config_mod
+from assign_add.config import ConfigError, RunConfig
+from assign_add.run import RunError
+from assign_add.task.vocab import TextFormError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="assign-add: reproduce and dissect 'Assign and Add' (variable binding + modular addition).",
+)
+console = Console()
+err_console = Console(stderr=True)
+
+USER_ERRORS = (ConfigError, TextFormError, RunError)
+
+
+def user_errors(fn: Callable) -> Callable:
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except USER_ERRORS as exc:
+            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+PresetOpt = typer.Option("paper", "--preset", help="named configuration: paper (the authors') or tiny")
+ConfigOpt = typer.Option(None, "--config", help="TOML config file (replaces --preset)")
+OverridesArg = typer.Argument(None, help="dotted overrides, e.g. task.f=0.25 train.steps=2000", show_default=False)
+
+
+def _resolve(preset: str, config_file: Optional[Path], overrides: Optional[list[str]]) -> RunConfig:
+    return config_mod.resolve(preset, config_file, overrides or [])
+
+
+# --------------------------------------------------------------------------- config / data
+
+
+@app.command("config")
+@user_errors
+def config_cmd(
+    overrides: Optional[list[str]] = OverridesArg,
+    preset: str = PresetOpt,
+    config_file: Optional[Path] = ConfigOpt,
+) -> None:
+    """Print the resolved configuration as TOML (save it, edit it, pass it with --config)."""
+    sys.stdout.write(config_mod.dumps(_resolve(preset, config_file, overrides)))
+
+
+@app.command("data")
+@user_errors
+def data_cmd(
+    overrides: Optional[list[str]] = OverridesArg,
+    split: str = typer.Option("train", "--split", help="train, or a curated set name (see --list)"),
+    n: int = typer.Option(10, "--n", help="number of sequences"),
+    jsonl: bool = typer.Option(False, "--jsonl", help="one JSON object per line"),
+    list_sets: bool = typer.Option(False, "--list", help="list the curated sets and their sizes"),
+    preset: str = PresetOpt,
+    config_file: Optional[Path] = ConfigOpt,
+) -> None:
+    """Print sequences of the training distribution or of a curated evaluation set."""
+    from assign_add.task.evalsets import build_eval_sets
+    from assign_add.task.generator import CATEGORY_NAMES, Sampler
+    from assign_add.task.partitions import build_partitions
+    from assign_add.task.vocab import Vocab, tokens_to_text
+
+    cfg = _resolve(preset, config_file, overrides)
+    if n < 0:
+        raise ConfigError("--n", f"must be >= 0, got {n}")
+    parts = build_partitions(cfg.task)
+    vocab = Vocab.from_task(cfg.task)
+    if list_sets:
+        for name, batch in build_eval_sets(cfg.task, parts).items():
+            console.print(f"{name}\t{len(batch)}", highlight=False)
+        return
+    if split == "train":
+        batch = Sampler(cfg.task, cfg.train.seed, parts).batch(0, n)
+    else:
+        sets = build_eval_sets(cfg.task, parts)
+        if split not in sets:
+            raise ConfigError("--split", f"unknown split {split!r}; choose train or one of: {', '.join(sets)}")
+        batch = sets[split].take(slice(0, n))
+    for i in range(len(batch)):
+        row = {
+            "text": tokens_to_text(batch.tokens[i], vocab),
+            "tokens": batch.tokens[i].tolist(),
+            "answer": int(batch.answers[i]),
+            "category": CATEGORY_NAMES[int(batch.category[i])],
+            "split": split,
+        }
+        if jsonl:
+            sys.stdout.write(json.dumps(row) + "\n")
+        else:
+            sys.stdout.write(f"{row['text']} {row['answer']}\t[{row['category']}]\t{' '.join(map(str, row['tokens']))}\n")
+
+
+# --------------------------------------------------------------------------- training
+
+
+@app.command("train")
+@user_errors
+def train_cmd(
+    overrides: Optional[list[str]] = OverridesArg,
+    out: Path = typer.Option(..., "--out", help="run directory, e.g. runs/paper"),
+    preset: str = PresetOpt,
+    config_file: Optional[Path] = ConfigOpt,
+    resume: bool = typer.Option(False, "--resume", help="continue an interrupted run in --out"),
+    force: bool = typer.Option(False, "--force", help="delete what --out holds and start over"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
+) -> None:
+    """Train a model; writes config, data partitions, metrics, checkpoints and a log to --out."""
+    from assign_add.train.trainer import train
+
+    cfg = _resolve(preset, config_file, overrides)
+    with _TrainProgress(enabled=progress) as bar:
+        result = train(cfg, out, resume=resume, force=force, progress=bar.update)
+    acc = result.final_metrics.get("acc", {})
+    console.print(f"[green]done[/] {out}: step {result.final_step} in {result.seconds:.0f} s", highlight=False)
+    if acc:
+        _print_acc_table({result.final_step: acc})
+
+
+class _TrainProgress:
+    """Rich progress bar whose description shows the latest evaluation."""
+
+    KEYS = ("0var_heldout", "1var_heldout", "2var_heldout", "1var_forbidden")
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.enabled = enabled
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TimeRemainingColumn(), console=err_console, disable=not enabled,
+        )
+        self.task = None
+
+    def __enter__(self) -> "_TrainProgress":
+        self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.progress.__exit__(*exc)
+
+    def update(self, step: int, total: int, record: dict | None) -> None:
+        if self.task is None:
+            self.task = self.progress.add_task("training", total=total, completed=step)
+        desc = None
+        if record is not None:
+            acc = record["acc"]
+            shown = " ".join(f"{k.replace('_heldout', '·ho')}={acc[k]:.2f}" for k in self.KEYS if k in acc)
+            loss = record.get("train_loss")
+            desc = f"loss {loss:.3f} {shown}" if loss is not None else shown
+        self.progress.update(self.task, completed=step, **({"description": desc} if desc else {}))
+
+
+@app.command("import-paper")
+@user_errors
+def import_paper_cmd(
+    paths: list[Path] = typer.Argument(..., help="checkpoint files or folders (e.g. ../shared/paper-artifacts/checkpoints)"),
+    out: Path = typer.Option(..., "--out", help="run directory to create"),
+    force: bool = typer.Option(False, "--force", help="replace an existing --out"),
+    final_step: int = typer.Option(40_000, "--final-step", help="step of model_state_dict.pth"),
+) -> None:
+    """Import the authors' TransformerLens 2.x checkpoints (.pth) as a run directory."""
+    from assign_add.paper import import_paper
+
+    run = import_paper(paths, out, force=force, final_step=final_step)
+    steps = run.checkpoint_steps()
+    console.print(f"[green]imported[/] {len(steps)} checkpoints (steps {steps[0]}..{steps[-1]}) into {out}", highlight=False)
+
+
+@app.command("eval")
+@user_errors
+def eval_cmd(
+    run_dir: Path = typer.Argument(..., help="run directory"),
+    steps: Optional[str] = typer.Option(None, "--steps", help="comma-separated checkpoint steps (default: all)"),
+    sets: Optional[str] = typer.Option(None, "--sets", help="comma-separated set names (default: all)"),
+    as_json: bool = typer.Option(False, "--json", help="print JSON lines instead of a table"),
+) -> None:
+    """Accuracy of checkpoints on the curated sets; cached in RUN/evals.jsonl."""
+    from assign_add.run import open_run
+    from assign_add.train.checkpoint_eval import evaluate_checkpoints
+
+    run = open_run(run_dir)
+    step_list = _parse_ints(steps, "--steps") if steps else None
+    set_list = [s.strip() for s in sets.split(",")] if sets else None
+    records = evaluate_checkpoints(run, step_list, set_list)
+    if as_json:
+        for rec in records:
+            sys.stdout.write(json.dumps(rec) + "\n")
+    else:
+        _print_acc_table({rec["step"]: rec["acc"] for rec in records})
+
+
+@app.command("predict")
+@user_errors
+def predict_cmd(
+    run_dir: Path = typer.Argument(..., help="run directory"),
+    prompt: Optional[str] = typer.Argument(None, help='e.g. "c=1, b=17, b+19="'),
+    file: Optional[Path] = typer.Option(None, "--file", help="one prompt per line"),
+    step: Optional[int] = typer.Option(None, "--step", help="checkpoint step (default: the last)"),
+    top: int = typer.Option(3, "--top", help="how many of the most probable answers to show"),
+    as_json: bool = typer.Option(False, "--json", help="JSON lines output"),
+) -> None:
+    """The model's answer and top probabilities for prompts in the text form."""
+    import torch
+
+    from assign_add.run import open_run
+    from assign_add.task.vocab import parse_text, prompt_to_tokens
+
+    if (prompt is None) == (file is None):
+        raise RunError("give exactly one of PROMPT or --file")
+    if file is not None and not file.is_file():
+        raise RunError(f"{file}: no such file")
+    lines = [prompt] if prompt is not None else [ln.strip() for ln in file.read_text().splitlines() if ln.strip()]  # type: ignore[union-attr]
+    run = open_run(run_dir)
+    model = run.load_model(step)
+    vocab = model.vocab
+    parsed = []
+    for i, text in enumerate(lines):
+        try:
+            parsed.append(parse_text(text, vocab))
+        except TextFormError as exc:
+            where = f"line {i + 1}: " if file is not None else ""
+            raise TextFormError(f"{where}{exc}") from None
+    tokens = torch.as_tensor(np.stack([prompt_to_tokens(p, vocab) for p in parsed]))
+    with torch.no_grad():
+        probs = torch.softmax(model.answer_logits(tokens), dim=-1)
+    top = max(1, min(top, probs.shape[-1]))
+    values, indices = probs.topk(top, dim=-1)
+    for text, p, v, ix in zip(lines, parsed, values, indices):
+        row = {
+            "prompt": text,
+            "answer": int(ix[0]),
+            "expected": p.answer(vocab.modulus),
+            "top": [{"answer": int(a), "prob": round(float(q), 6)} for a, q in zip(ix, v)],
+        }
+        if as_json:
+            sys.stdout.write(json.dumps(row) + "\n")
+        else:
+            tops = ", ".join(f"{t['answer']} ({t['prob']:.3f})" for t in row["top"])
+            mark = "✓" if row["answer"] == row["expected"] else f"✗ expected {row['expected']}"
+            console.print(f"{text} {row['answer']}   {mark}   top: {tops}", highlight=False)
+
+
+# --------------------------------------------------------------------------- benchmark
+
+
+@app.command("bench")
+@user_errors
+def bench_cmd(
+    overrides: Optional[list[str]] = OverridesArg,
+    what: str = typer.Option("data,train,eval", "--what", help="comma-separated: data, train, eval"),
+    steps: int = typer.Option(50, "--steps", help="timed training steps per implementation"),
+    preset: str = PresetOpt,
+    config_file: Optional[Path] = ConfigOpt,
+) -> None:
+    """Print sampling throughput, engine vs straightforward training speed, and evaluation cost."""
+    import torch
+
+    from assign_add import bench
+
+    cfg = _resolve(preset, config_file, overrides)
+    parts = {w.strip() for w in what.split(",")}
+    unknown = parts - {"data", "train", "eval"}
+    if unknown:
+        raise ConfigError("--what", f"unknown benchmark {', '.join(sorted(unknown))}")
+    console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {cfg.train.batch_size}", highlight=False)
+    if "data" in parts:
+        rate = bench.bench_data(cfg)
+        console.print(f"data sampling: {rate:,.0f} sequences/s", highlight=False)
+    step_ms = None
+    if "train" in parts:
+        fast, base = bench.bench_train(cfg, steps)
+        table = Table("implementation", "sequences/s", "ms/step", "peak extra RSS (MiB)")
+        for b in (base, fast):
+            table.add_row(b.name, f"{b.seq_per_s:,.0f}", f"{b.ms_per_step:.1f}", f"{b.peak_mib:.0f}")
+        console.print(table)
+        console.print(f"engine / straightforward: {fast.seq_per_s / base.seq_per_s:.1f}x", highlight=False)
+        step_ms = fast.ms_per_step
+    if "eval" in parts:
+        secs, size = bench.bench_eval(cfg)
+        console.print(f"one evaluation of the live sets ({size:,} sequences): {secs:.2f} s", highlight=False)
+        if step_ms is not None:
+            for total in (16_000, 40_000):
+                proj = bench.projected_seconds(total, step_ms, secs, cfg.train.eval_every)
+                console.print(
+                    f"projected {total:,} steps with evaluation every {cfg.train.eval_every}: {proj / 60:.1f} min",
+                    highlight=False,
+                )
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _parse_ints(text: str, name: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(name, f"expected comma-separated integers, got {text!r}") from None
+
+
+def _print_acc_table(rows: dict[int, dict[str, float]], per_table: int = 8) -> None:
+    """Sets as rows, checkpoint steps as columns (in chunks that fit a terminal)."""
+    if not rows:
+        console.print("no results")
+        return
+    steps = list(rows)
+    names = list(rows[steps[0]].keys())
+    for start in range(0, len(steps), per_table):
+        chunk = steps[start : start + per_table]
+        table = Table("set", *(f"step {s}" for s in chunk))
+        for n in names:
+            table.add_row(n, *(f"{rows[s].get(n, float('nan')):.3f}" for s in chunk))
+        console.print(table)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""The training forward pass: the hooked model's function, computing only what the loss needs.
+
+The loss reads the logits at the final position alone, so:
+
+- layer 0's attention pattern comes from per-token and per-position tables (``W_E @ W_Q``,
+  ``W_pos @ W_Q``, ...), and its output from the OV table ``W_E @ W_V @ W_O`` mixed by the
+  pattern: exact because the residual stream before layer 0 is just ``W_E[tok] + W_pos`` (no
+  normalisation, no biases), and B*T*T*d work instead of B*T*d*d;
+- the last layer works at the final position only, and needs no per-position keys or values:
+  its scores are ``resid @ (W_K q)`` and its output ``(pattern @ resid) @ W_V @ W_O``;
+  its MLP and the unembedding run on one position.
+
+Logits and every parameter gradient match :class:`AssignAddTransformer` to float32 precision
+(checked by ``tests/test_model.py``).  No hooks fire here: use the hooked model to look inside.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from assign_add.model.hooked import MLP, AssignAddTransformer, Attention
+
+
+def _flat_in(w: torch.Tensor) -> torch.Tensor:
+    """[head, d_model, d_head] -> [d_model, head * d_head]."""
+    return w.permute(1, 0, 2).reshape(w.shape[1], -1)
+
+
+def _flat_out(w: torch.Tensor) -> torch.Tensor:
+    """[head, d_head, d_model] -> [head * d_head, d_model]."""
+    return w.reshape(-1, w.shape[-1])
+
+
+def _heads(x: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """[B, T, h*dh] -> [B, h, T, dh]."""
+    b, t, _ = x.shape
+    return x.view(b, t, n_heads, -1).transpose(1, 2)
+
+
+def _merge(z: torch.Tensor) -> torch.Tensor:
+    """[B, h, T, dh] -> [B, T, h*dh]."""
+    b, h, t, dh = z.shape
+    return z.transpose(1, 2).reshape(b, t, h * dh)
+
+
+def _mlp(mlp: MLP | None, x: torch.Tensor) -> torch.Tensor:
+    if mlp is None:
+        return x
+    return x + mlp.act(x @ mlp.W_in) @ mlp.W_out
+
+
+def _full_attention(attn: Attention, resid: torch.Tensor) -> torch.Tensor:
+    """Causal attention over all positions (used for middle layers)."""
+    h = attn.W_Q.shape[0]
+    q = _heads(resid @ _flat_in(attn.W_Q), h)
+    k = _heads(resid @ _flat_in(attn.W_K), h)
+    v = _heads(resid @ _flat_in(attn.W_V), h)
+    z = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=attn.scale)
+    return _merge(z) @ _flat_out(attn.W_O)
+
+
+def _first_layer(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    """Residual stream after layer 0's attention, all positions, from embedding tables.
+
+    resid = E[tok] + P + sum_h A0_h @ ((E W_V0_h W_O0_h)[tok] + P W_V0_h W_O0_h), with the
+    pattern A0 from the tables (E W_Q)[tok] + P W_Q and (E W_K)[tok] + P W_K.
+    """
+    attn = model.blocks[0].attn
+    h = attn.W_Q.shape[0]
+    b, t = tokens.shape
+    w_e, w_pos = model.embed.W_E, model.pos_embed.W_pos[:t]
+    w_qk = torch.cat([_flat_in(attn.W_Q), _flat_in(attn.W_K)], dim=1)
+    qk = F.embedding(tokens, w_e @ w_qk) + w_pos @ w_qk
+    q, k = (_heads(x, h) for x in qk.chunk(2, dim=-1))
+    scores = (q @ k.transpose(-1, -2)) * attn.scale
+    causal = torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril()
+    pattern = torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)  # [B,h,T,T]
+    w_ov = attn.W_V @ attn.W_O  # [h, d, d]
+    ov_tok = torch.einsum("vd,hde->vhe", w_e, w_ov).reshape(w_e.shape[0], -1)  # [V, h*d]
+    ov = F.embedding(tokens, ov_tok).view(b, t, h, -1).transpose(1, 2) + w_pos @ w_ov  # [B,h,T,d]
+    out = pattern @ ov
+    out = out.sum(dim=1) if h > 1 else out[:, 0]
+    return F.embedding(tokens, w_e) + w_pos + out
+
+
+def _last_layer(model: AssignAddTransformer, resid: torch.Tensor) -> torch.Tensor:
+    """Final layer at the last position only: attention, MLP and unembedding.
+
+    The query at the last position meets keys resid_j W_K, so scores = resid @ (W_K q); the
+    values mix as (pattern @ resid) W_V.  No per-position key or value projection is needed.
+    """
+    block = model.blocks[-1]
+    attn = block.attn
+    b = resid.shape[0]
+    last = resid[:, -1]  # [B, d]
+    q = torch.einsum("bd,hde->bhe", last, attn.W_Q)
+    qk = torch.einsum("bhe,hde->bhd", q, attn.W_K)  # [B,h,d]
+    pattern = torch.softmax((qk @ resid.transpose(1, 2)) * attn.scale, dim=-1)  # [B,h,T]
+    mixed = pattern @ resid  # [B,h,d]
+    z = torch.einsum("bhd,hde->bhe", mixed, attn.W_V)
+    x = last + z.reshape(b, -1) @ _flat_out(attn.W_O)
+    return _mlp(block.mlp, x) @ model.unembed.W_U
+
+
+def fast_answer_logits(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    """Logits at the final position, ``[batch, d_vocab_out]``; same function as ``model(tokens)[:, -1]``."""
+    if model.cfg.n_layers == 2 and 0 not in model.cfg.mlp_layers:
+        return _two_layer_rows(model, tokens)
+    return _general(model, tokens)
+
+
+def _general(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    """Any depth: layer 0 from tables, middle layers in full, the last layer at one position."""
+    if model.cfg.n_layers == 1:
+        resid = F.embedding(tokens, model.embed.W_E) + model.pos_embed.W_pos[: tokens.shape[1]]
+    else:
+        resid = _mlp(model.blocks[0].mlp, _first_layer(model, tokens))
+        for block in model.blocks[1:-1]:
+            resid = _mlp(block.mlp, resid + _full_attention(block.attn, resid))
+    return _last_layer(model, resid)
+
+
+def _two_layer_rows(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.Tensor:
+    """The paper's shape (2 layers, no MLP in layer 0) without any [batch, pos, d_model] tensor.
+
+    Every residual vector after layer 0 is a weighted sum of K = (1 + h0)(V + T) fixed rows
+    F = [W_E; W_pos; (W_E; W_pos) W_V0_h W_O0_h for each layer-0 head h]: position j holds
+    row tok_j and row V+j with weight 1, and rows tok_i, V+i of head h's block with weight
+    A0_h[j, i].  So layer 1 needs only: scores_j = (F @ qk)[rows of j], and the value mix
+    (weights over rows) @ F.  Layer-0 scores come from the bilinear table (X W_Q)(X W_K)^T,
+    X = [W_E; W_pos].  All work is O(batch * (V + T) * d) plus the final-position MLP.
+    """
+    attn0, block1 = model.blocks[0].attn, model.blocks[1]
+    attn1 = block1.attn
+    b, t = tokens.shape
+    w_e = model.embed.W_E
+    n_vocab = w_e.shape[0]
+    h0, h1 = attn0.W_Q.shape[0], attn1.W_Q.shape[0]
+    width = n_vocab + t  # rows per block: tokens, then positions
+    x = torch.cat([w_e, model.pos_embed.W_pos[:t]])  # [V+T, d]
+
+    # layer-0 pattern from the bilinear score table [h0, V+T, V+T]
+    table = torch.einsum("kd,hde->hke", x, attn0.W_Q) @ torch.einsum("kd,hde->hek", x, attn0.W_K)
+    table = (table * attn0.scale).transpose(0, 1)  # [V+T (query row), h0, V+T (key row)]
+    pos = torch.arange(t, device=tokens.device)
+    by_query_tok = F.embedding(tokens, table.reshape(width, -1)).view(b, t, h0, width)  # [B, Tq, h0, V+T]
+    scores0 = torch.gather(by_query_tok[..., :n_vocab], 3, tokens[:, None, None, :].expand(b, t, h0, t))
+    scores0 = scores0 + by_query_tok[..., n_vocab:]  # query token x key position
+    key_tok = table[n_vocab:, :, :n_vocab].permute(2, 0, 1)  # [V (key token), Tq, h0]
+    scores0 = scores0 + F.embedding(tokens, key_tok.reshape(n_vocab, -1)).view(b, t, t, h0).permute(0, 2, 3, 1)
+    scores0 = (scores0 + table[n_vocab:, :, n_vocab:]).transpose(1, 2)  # + query pos x key pos; [B, h0, Tq, Tk]
+    causal = torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril()
+    pattern0 = torch.softmax(scores0.masked_fill(~causal, float("-inf")), dim=-1)
+
+    # the rows F and, per block, the row index of every position's token and position
+    ov = torch.einsum("kd,hde,hef->hkf", x, attn0.W_V, attn0.W_O)  # [h0, V+T, d]
+    rows = torch.cat([x, ov.reshape(-1, x.shape[1])])  # [K, d]
+    offsets = torch.arange(1 + h0, device=tokens.device)[:, None] * width  # [1+h0, 1]
+    tok_rows = tokens[:, None, :] + offsets  # [B, 1+h0, T]
+    pos_rows = (n_vocab + pos) + offsets  # [1+h0, T]
+
+    def weights(direct: torch.Tensor, via: torch.Tensor) -> torch.Tensor:
+        """Row weights [B, *g, K] of sum_j direct_j resid_j = sum over rows; via = direct @ A0."""
+        lead = direct.shape[:-1]
+        per_block = torch.cat([direct.unsqueeze(-2), via], dim=-2)  # [B, *g, 1+h0, T]
+        idx = torch.cat([tok_rows.view(b, *([1] * (len(lead) - 1)), 1 + h0, t).expand(*lead, 1 + h0, t),
+                         pos_rows.expand(*lead, 1 + h0, t)], dim=-1)
+        src = torch.cat([per_block, per_block], dim=-1)
+        out = torch.zeros(*lead, rows.shape[0], dtype=src.dtype, device=src.device)
+        return out.scatter_add(-1, idx.reshape(*lead, -1), src.reshape(*lead, -1))
+
+    # residual stream at the last position: direct rows of T-1, plus layer-0 heads' mix
+    last = torch.zeros(b, t, dtype=rows.dtype, device=tokens.device)
+    last[:, -1] = 1.0
+    resid_last = weights(last, pattern0[:, :, -1, :]) @ rows  # [B, d]
+
+    # layer-1 attention at the last position
+    q = torch.einsum("bd,gde->bge", resid_last, attn1.W_Q)
+    qk = torch.einsum("bge,gde->bgd", q, attn1.W_K)  # [B, h1, d]
+    g = qk @ rows.T  # [B, h1, K]: every row's contribution to a score
+    y = torch.gather(g, 2, tok_rows.reshape(b, 1, -1).expand(b, h1, -1)).view(b, h1, 1 + h0, t)
+    y = y + g[:, :, pos_rows]  # [B, h1, 1+h0, T]: score of each position's rows, per block
+    scores1 = y[:, :, 0] + torch.einsum("bhji,bghi->bgj", pattern0, y[:, :, 1:])
+    pattern1 = torch.softmax(scores1 * attn1.scale, dim=-1)  # [B, h1, T]
+    via = torch.einsum("bgj,bhji->bghi", pattern1, pattern0)  # [B, h1, h0, T]
+    mixed = weights(pattern1, via) @ rows  # [B, h1, d]
+    z = torch.einsum("bgd,gde->bge", mixed, attn1.W_V)
+    x_last = resid_last + torch.einsum("bge,ged->bd", z, attn1.W_O)
+    return _mlp(block1.mlp, x_last) @ model.unembed.W_U
+
+
+def answer_loss(logits: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy of the answer logits (float32 even under autocast)."""
+    return F.cross_entropy(logits.float(), answers)

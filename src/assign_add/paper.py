@@ -1,0 +1,100 @@
+"""Import the authors' released checkpoints (TransformerLens 2.x state dicts) into a run directory.
+
+Their files carry biases and a layer-0 MLP that were frozen at zero; the import checks that
+they are exactly zero and drops them, keeping the parameters of the paper's architecture under
+the same TransformerLens names.  Steps come from the file names (``checkpoint_step_S.pth``);
+``model_state_dict.pth`` is the final model, step 40,000 unless told otherwise.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import torch
+
+from assign_add.config import RunConfig, preset
+from assign_add.model.hooked import AssignAddTransformer, HookedConfig
+from assign_add.run import RunDir, RunError, create_run_dir, save_checkpoint
+from assign_add.task.vocab import Vocab
+
+STEP_RE = re.compile(r"checkpoint_step_(\d+)\.pth$")
+FINAL_NAME = "model_state_dict.pth"
+ZERO_KEYS = re.compile(r"(\.b_[A-Za-z]+$)|(^blocks\.0\.mlp\.)")
+DROP_KEYS = re.compile(r"\.(mask|IGNORE)$")
+
+
+def step_of(path: Path, final_step: int) -> int:
+    m = STEP_RE.search(path.name)
+    if m:
+        return int(m.group(1))
+    if path.name == FINAL_NAME:
+        return final_step
+    raise RunError(f"{path}: cannot read a step from the name (expected checkpoint_step_S.pth or {FINAL_NAME})")
+
+
+def convert_state_dict(sd: dict[str, torch.Tensor], source: str, model: AssignAddTransformer) -> dict[str, torch.Tensor]:
+    """Keep our parameters; refuse if a bias or the layer-0 MLP is not exactly zero."""
+    out = {}
+    expected = model.state_dict()
+    for key, value in sd.items():
+        if DROP_KEYS.search(key):
+            continue
+        if ZERO_KEYS.search(key) and key not in expected:
+            if torch.count_nonzero(value) != 0:
+                raise RunError(
+                    f"{source}: {key} is not zero (max |x| = {float(value.abs().max()):.3g}); "
+                    "this is not the paper's bias-free architecture"
+                )
+            continue
+        if key not in expected:
+            raise RunError(f"{source}: unexpected parameter {key}")
+        if tuple(value.shape) != tuple(expected[key].shape):
+            raise RunError(f"{source}: {key} has shape {tuple(value.shape)}, expected {tuple(expected[key].shape)}")
+        out[key] = value.to(torch.float32)
+    missing = sorted(set(expected) - set(out))
+    if missing:
+        raise RunError(f"{source}: missing parameters {', '.join(missing)}")
+    return out
+
+
+def import_paper(paths: list[Path], out: Path, force: bool = False, final_step: int = 40_000, cfg: RunConfig | None = None) -> RunDir:
+    """Write a run directory with the paper config and one checkpoint per file."""
+    cfg = cfg or preset("paper")
+    files: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            files += sorted(q for q in p.iterdir() if q.suffix == ".pth")
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise RunError(f"{p}: no such file or directory")
+    if not files:
+        raise RunError("no .pth files given")
+    steps = {}
+    for f in files:
+        s = step_of(f, final_step)
+        if s in steps:
+            raise RunError(f"{f} and {steps[s]} both give step {s}")
+        steps[s] = f
+    out = Path(out)
+    if out.exists() and any(out.iterdir()) and not force:
+        raise RunError(f"{out} already exists; choose another --out or pass --force")
+    model = AssignAddTransformer(HookedConfig.build(cfg.model, cfg.task), Vocab.from_task(cfg.task))
+    converted = {}
+    for s, f in sorted(steps.items()):
+        try:
+            sd = torch.load(f, map_location="cpu", weights_only=True)
+        except Exception as exc:  # noqa: BLE001 - any unreadable file is a user error here
+            raise RunError(f"{f}: not a readable PyTorch state dict ({type(exc).__name__})") from None
+        if not isinstance(sd, dict):
+            raise RunError(f"{f}: not a state dict")
+        converted[s] = convert_state_dict(sd, str(f), model)
+
+    def write_checkpoints(staged: RunDir) -> None:
+        for s, sd in converted.items():
+            model.load_state_dict(sd)
+            save_checkpoint(model, staged.checkpoint_path(s), s)
+
+    status = {"state": "complete", "step": max(steps), "source": "paper-import"}
+    return create_run_dir(out, cfg, status, populate=write_checkpoints)

@@ -1,0 +1,40 @@
+"""Accuracy and loss of saved checkpoints on the curated sets, cached in ``RUN/evals.jsonl``.
+
+Imported runs (the authors' checkpoints) have no training metrics; this gives them the same
+per-set accuracies that training logs, computed from the checkpoints themselves.
+"""
+
+from __future__ import annotations
+
+import json
+
+from assign_add.io import read_jsonl
+from assign_add.run import RunDir, RunError
+from assign_add.train.evaluate import evaluate
+
+
+def evaluate_checkpoints(run: RunDir, steps: list[int] | None = None, sets: list[str] | None = None) -> list[dict]:
+    """One record ``{"step", "acc", "loss"}`` per checkpoint, computing only what is not cached."""
+    available = run.checkpoint_steps()
+    steps = available if steps is None else steps
+    missing = [s for s in steps if s not in available]
+    if missing:
+        raise RunError(f"{run.root} has no checkpoint at step(s) {', '.join(map(str, missing))}")
+    all_sets = run.eval_sets()
+    names = list(all_sets) if sets is None else sets
+    unknown = [n for n in names if n not in all_sets]
+    if unknown:
+        raise RunError(f"unknown set(s) {', '.join(unknown)}; known: {', '.join(all_sets)}")
+    cache = {r["step"]: r for r in read_jsonl(run.evals_path)}
+    out = []
+    for step in steps:
+        rec = cache.get(step, {"step": step, "acc": {}, "loss": {}})
+        todo = {n: all_sets[n] for n in names if n not in rec["acc"]}
+        if todo:
+            res = evaluate(run.load_model(step), todo)
+            rec["acc"].update(res["acc"])
+            rec["loss"].update(res["loss"])
+            with open(run.evals_path, "a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+        out.append({"step": step, "acc": {n: rec["acc"][n] for n in names}, "loss": {n: rec["loss"][n] for n in names}})
+    return out
