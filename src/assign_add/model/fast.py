@@ -191,5 +191,7 @@ def _two_layer_rows(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.
 
 
 def answer_loss(logits: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
-    """Mean cross-entropy of the answer logits (float32 even under autocast)."""
-    return F.cross_entropy(logits.float(), answers)
+    """Mean cross-entropy of the answer logits (in float32 at least, also under bf16 autocast)."""
+    if logits.dtype in (torch.bfloat16, torch.float16):
+        logits = logits.float()
+    return F.cross_entropy(logits, answers)

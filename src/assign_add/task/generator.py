@@ -104,8 +104,8 @@ def build_sequences(
     max_pad = vocab.region_len - int(lo.min(initial=max_k)) * alen
     gaps = (rng.random((size, max(max_pad, 1))) * (k[:, None] + 1)).astype(np.int64)
     valid = np.arange(max(max_pad, 1))[None, :] < n_pad[:, None]
-    gap_ids = np.arange(max_k + 1)[None, None, :]
-    counts = ((gaps[:, :, None] == gap_ids) & valid[:, :, None]).sum(axis=1)
+    flat = (rows[:, None] * (max_k + 1) + gaps)[valid]
+    counts = np.bincount(flat, minlength=size * (max_k + 1)).reshape(size, max_k + 1)
     start = slot * alen + np.cumsum(counts, axis=1)[:, :max_k]
 
     tokens = np.full((size, vocab.n_ctx), vocab.pad, dtype=np.int64)

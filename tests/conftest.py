@@ -1,0 +1,30 @@
+"""Shared fixtures.  The authors' artifacts are looked up at ../shared/paper-artifacts (or
+$ASSIGN_ADD_PAPER_ARTIFACTS); tests that need them are skipped with a message where absent."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from assign_add.config import RunConfig, preset, resolve
+
+REPO = Path(__file__).resolve().parents[1]
+ARTIFACTS = Path(os.environ.get("ASSIGN_ADD_PAPER_ARTIFACTS", REPO.parent / "shared" / "paper-artifacts"))
+
+
+def artifacts_or_skip() -> Path:
+    if not (ARTIFACTS / "pairs.json").is_file():
+        pytest.skip(f"paper artifacts not found at {ARTIFACTS} (set ASSIGN_ADD_PAPER_ARTIFACTS)")
+    return ARTIFACTS
+
+
+@pytest.fixture
+def paper_cfg() -> RunConfig:
+    return preset("paper")
+
+
+def small_paper_cfg(*overrides: str) -> RunConfig:
+    """The paper architecture and task with a short schedule, for end-to-end tests."""
+    return resolve("paper", overrides=["task.eval_pool_size=300", *overrides])

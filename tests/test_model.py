@@ -1,0 +1,168 @@
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+from transformer_lens import ActivationCache, FactoredMatrix
+
+from assign_add.bench import StraightforwardTransformer
+from assign_add.config import ModelConfig, preset
+from assign_add.model import AssignAddTransformer, answer_loss, fast_answer_logits
+from assign_add.task.generator import Sampler
+
+from conftest import artifacts_or_skip
+
+VARIANTS = {
+    "paper": ModelConfig(),
+    "3 layers": ModelConfig(n_layers=3),
+    "2 heads": ModelConfig(n_heads=2, d_head=64),
+    "1 layer": ModelConfig(n_layers=1),
+    "mlp in layer 0": ModelConfig(mlp_in_first_layer=True),
+    "3 layers, 2 heads, gelu": ModelConfig(n_layers=3, n_heads=2, d_head=32, act_fn="gelu", d_model=64, d_mlp=96),
+}
+
+
+def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).detach().norm() / b.detach().norm().clamp_min(1e-30))
+
+
+def _compare(model: AssignAddTransformer, tokens: torch.Tensor, answers: torch.Tensor, tol: float) -> None:
+    """Fast logits and gradients vs the hooked model's, the hooked ones computed in float64.
+
+    (float64 is the reference because in float32 the hooked model's own gradient can be the
+    less accurate one: a ReLU pre-activation within rounding of zero at some position.)
+    """
+    ref_model = copy.deepcopy(model).double()
+    ref_logits = ref_model(tokens)[:, -1]
+    assert _rel(fast_answer_logits(model, tokens).double(), ref_logits) < tol
+    assert _rel(model(tokens)[:, -1].double(), ref_logits) < tol
+    g_ref = torch.autograd.grad(answer_loss(ref_logits, answers), list(ref_model.parameters()))
+    g_fast = torch.autograd.grad(answer_loss(fast_answer_logits(model, tokens), answers), list(model.parameters()))
+    for (pname, _), a, b in zip(model.named_parameters(), g_fast, g_ref):
+        assert _rel(a.double(), b) < tol, pname
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fast_step_matches_hooked_model(name, seed):
+    """float32 at the training initialisation: logits and every gradient within 1e-5 relative."""
+    cfg = preset("paper")
+    model = AssignAddTransformer.from_config(VARIANTS[name], cfg.task, seed=seed)
+    batch = Sampler(cfg.task, seed).batch(0, 384)
+    _compare(model, torch.as_tensor(batch.tokens), torch.as_tensor(batch.answers), 1e-5)
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_fast_step_is_the_same_function_in_float64(name):
+    """Sharp attention (weights x3) amplifies float32 rounding; in float64 the two agree to 1e-10."""
+    cfg = preset("paper")
+    model = AssignAddTransformer.from_config(VARIANTS[name], cfg.task, seed=7).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    batch = Sampler(cfg.task, 7).batch(0, 256)
+    _compare(model, torch.as_tensor(batch.tokens), torch.as_tensor(batch.answers), 1e-10)
+
+
+def test_fast_step_on_infix_layout():
+    cfg = preset("paper")
+    cfg.task.layout, cfg.task.n_ctx = "infix", 28
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=3)
+    tokens = torch.as_tensor(Sampler(cfg.task, 0).batch(0, 128).tokens)
+    assert _rel(fast_answer_logits(model, tokens), model(tokens)[:, -1]) < 1e-5
+
+
+def test_parameter_names_and_shapes():
+    cfg = preset("paper")
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=0)
+    shapes = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    assert shapes == {
+        "embed.W_E": (74, 128), "pos_embed.W_pos": (16, 128),
+        **{f"blocks.{l}.attn.W_{x}": (1, 128, 128) for l in (0, 1) for x in "QKVO"},
+        "blocks.1.mlp.W_in": (128, 512), "blocks.1.mlp.W_out": (512, 128), "unembed.W_U": (128, 59),
+    }
+
+
+def test_initialisation_reproduces_the_authors_starting_point():
+    """checkpoint_step_1 is one AdamW step (lr 1e-3) from the init: every weight within ~1e-3."""
+    art = artifacts_or_skip()
+    sd = torch.load(art / "checkpoints" / "checkpoint_step_1.pth", weights_only=True)
+    cfg = preset("paper")
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=42)
+    for name, p in model.state_dict().items():
+        assert float((p - sd[name]).abs().max()) < 1.02e-3, name
+    other = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=43)
+    assert float((other.embed.W_E - sd["embed.W_E"]).abs().max()) > 0.1
+
+
+def _previous_token_model() -> AssignAddTransformer:
+    """Hand-set weights: positions are one-hot directions; layer 0's query at position i
+    matches the key of position i - 1 with a huge score (a perfect previous-token head)."""
+    cfg = preset("paper")
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.zero_()
+        T = cfg.task.n_ctx
+        model.pos_embed.W_pos[:, :T] = torch.eye(T)
+        attn = model.blocks[0].attn
+        attn.W_Q[0, :T, :T] = 1e4 * torch.eye(T)
+        attn.W_K[0, :T, :T] = torch.diag(torch.ones(T - 1), diagonal=1)  # key of j points at j + 1
+    return model
+
+
+def test_hand_built_previous_token_head_through_hooks():
+    model = _previous_token_model()
+    tokens = model.to_tokens(["c=1, b=17, a=42, b+19=", "a=3, a+a="])
+    logits, cache = model.run_with_cache(tokens)
+    assert isinstance(cache, ActivationCache)
+    pattern = cache["pattern", 0]  # [batch, head, query, key]
+    assert pattern.shape == (2, 1, 16, 16)
+    expected = torch.zeros(16, 16)
+    expected[0, 0] = 1.0
+    expected[torch.arange(1, 16), torch.arange(0, 15)] = 1.0
+    assert torch.allclose(pattern[:, 0], expected.expand(2, 16, 16), atol=1e-6)
+    # layer 1 has all-zero weights: uniform causal attention
+    assert torch.allclose(cache["pattern", 1][0, 0, 15], torch.full((16,), 1 / 16))
+
+
+def test_cache_supports_transformerlens_tools():
+    cfg = preset("paper")
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=5)
+    tokens = torch.as_tensor(Sampler(cfg.task, 0).batch(0, 8).tokens)
+    logits, cache = model.run_with_cache(tokens)
+    assert torch.allclose(logits, model(tokens))
+    assert torch.count_nonzero(cache["blocks.0.hook_mlp_out"]) == 0
+    resid, labels = cache.decompose_resid(return_labels=True)
+    assert torch.allclose(resid.sum(0), cache["blocks.1.hook_resid_post"], atol=1e-5)
+    assert "1_mlp_out" in labels
+    assert cache["blocks.1.mlp.hook_pre"].shape == (8, 16, 512)
+    qk = FactoredMatrix(model.blocks[1].attn.W_Q[0], model.blocks[1].attn.W_K[0].T)
+    assert qk.AB.shape == (128, 128)
+    assert not model.hook_dict["blocks.0.attn.hook_pattern"].fwd_hooks, "no hook left attached"
+
+    def zero_layer0(pattern, hook):
+        return torch.zeros_like(pattern)
+
+    patched = model.run_with_hooks(tokens, fwd_hooks=[("blocks.0.attn.hook_pattern", zero_layer0)])
+    assert not torch.allclose(patched, logits)
+    assert torch.allclose(model(tokens), logits), "hooks are removed after run_with_hooks"
+
+
+def test_text_helpers():
+    cfg = preset("paper")
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=0)
+    tokens = model.to_tokens("c=1, b=17, b+19=")
+    assert model.to_string(tokens[0]) == "c=1, b=17, b+19="
+    assert model.to_str_tokens(tokens[0])[-4:] == ["+", "b", "19", "="]
+    assert torch.allclose(model("c=1, b=17, b+19="), model(tokens))
+
+
+def test_straightforward_baseline_computes_the_same_function():
+    cfg = preset("paper")
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=2)
+    naive = StraightforwardTransformer(model.cfg).load_from(model)
+    tokens = torch.as_tensor(Sampler(cfg.task, 0).batch(0, 64).tokens)
+    assert _rel(naive(tokens), model(tokens)) < 1e-5

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from assign_add.io import read_jsonl
+from assign_add.run import RunError, open_run
+from assign_add.train.trainer import checkpoint_schedule, train
+
+from conftest import REPO, small_paper_cfg
+
+
+def test_checkpoint_schedule():
+    sched = checkpoint_schedule(40_000)
+    assert sched[:12] == [0, 1, 2, 4, 8, 16, 32, 64, 128, 250, 256, 500]
+    assert sched[-1] == 40_000 and 20_000 in sched and 21_000 in sched and 20_250 not in sched
+    assert len(sched) * 1.126 < 150, "default 40k-step run stays under 150 MB of checkpoints"
+    assert checkpoint_schedule(1000, every=100) == list(range(0, 1001, 100))
+    assert checkpoint_schedule(150, every=100) == [0, 100, 150]
+
+
+def test_short_paper_run_learns_and_writes_a_complete_run(tmp_path):
+    cfg = small_paper_cfg("train.steps=200", "train.eval_every=50")
+    res = train(cfg, tmp_path / "run")
+    run = open_run(tmp_path / "run")
+    recs = run.metrics()
+    assert [r["step"] for r in recs] == [0, 50, 100, 150, 200]
+    assert recs[-1]["train_loss"] < recs[1]["train_loss"] < 4.2
+    assert recs[-1]["loss"]["0var_train"] < recs[0]["loss"]["0var_train"] - 0.1
+    assert "2var_union" in recs[-1]["acc"] and "2var_union" not in recs[1]["acc"]
+    assert set(recs[1]["grad_norm"]) == {n for n, _ in run.load_model().named_parameters()}
+    assert run.status() == {"state": "complete", "step": 200, "source": "train"}
+    assert run.checkpoint_steps() == [s for s in checkpoint_schedule(200)]
+    assert run.config() == cfg
+    assert json.loads(run.partitions_path.read_text())["heldout_pairs"][0] == [0, 0]
+    assert set(run.eval_sets()) >= {"0var_heldout_all", "2var_union", "1var_b_right"}
+    assert res.final_step == 200
+    files = {p.name for p in run.root.iterdir()}
+    assert not any(name.endswith(".tmp") for name in files)
+    assert not any(p.name.startswith(".") for p in tmp_path.iterdir()), "no staging directory left behind"
+
+
+def test_same_seed_same_metrics_and_refusals(tmp_path):
+    cfg = small_paper_cfg("train.steps=30", "train.eval_every=10", "train.batch_size=64")
+    train(cfg, tmp_path / "a")
+    train(cfg, tmp_path / "b")
+    strip = lambda recs: [{k: v for k, v in r.items() if k != "time"} for r in recs]  # noqa: E731
+    assert strip(read_jsonl(tmp_path / "a" / "metrics.jsonl")) == strip(read_jsonl(tmp_path / "b" / "metrics.jsonl"))
+    with pytest.raises(RunError, match="already holds this run"):
+        train(cfg, tmp_path / "a")
+    other = small_paper_cfg("train.steps=30", "train.eval_every=10", "train.batch_size=64", "task.f=0.5")
+    with pytest.raises(RunError, match="different run .*task.f"):
+        train(other, tmp_path / "a")
+    with pytest.raises(RunError, match="cannot resume"):
+        train(other, tmp_path / "a", resume=True)
+    train(other, tmp_path / "a", force=True)
+    assert open_run(tmp_path / "a").config().task.f == 0.5
+
+
+def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path):
+    overrides = ["train.steps=300", "train.batch_size=128", "train.eval_every=50", "train.state_every=50",
+                 "train.checkpoint_every=100", "task.eval_pool_size=300"]
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, "-m", "assign_add.cli", "train", "--out", str(killed), "--no-progress", *overrides]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    status = killed / "status.json"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        if status.is_file():
+            try:
+                if json.loads(status.read_text())["step"] >= 100:
+                    break
+            except (json.JSONDecodeError, KeyError):
+                pass
+        if proc.poll() is not None:
+            pytest.fail(f"training exited early: {proc.stderr.read().decode()[-500:]}")
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    state = json.loads(status.read_text())
+    assert state["state"] == "running" and 100 <= state["step"] < 300, "the run was killed part-way"
+
+    from assign_add.config import resolve
+
+    cfg = resolve("paper", overrides=overrides)
+    train(cfg, killed, resume=True)
+    train(cfg, tmp_path / "straight")
+    a = load_file(str(killed / "checkpoints" / "step_000300.safetensors"))
+    b = load_file(str(tmp_path / "straight" / "checkpoints" / "step_000300.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in b)
+    strip = lambda recs: [{k: v for k, v in r.items() if k != "time"} for r in recs]  # noqa: E731
+    assert strip(read_jsonl(killed / "metrics.jsonl")) == strip(read_jsonl(tmp_path / "straight" / "metrics.jsonl"))
