@@ -265,6 +265,56 @@ def predict_cmd(
             console.print(f"{text} {row['answer']}   {mark}   top: {tops}", highlight=False)
 
 
+@app.command("analyze")
+@user_errors
+def analyze_cmd(
+    run_dir: Path = typer.Argument(..., help="run directory (trained or imported)"),
+    only: Optional[str] = typer.Option(None, "--only", help="comma-separated analyses (default: all)"),
+    steps: Optional[str] = typer.Option(None, "--steps", help="comma-separated checkpoint steps (default: all)"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
+) -> None:
+    """Run the analyses; writes RUN/analysis.json and RUN/figures/ (PNG + plotly fragments)."""
+    from rich.progress import Progress
+
+    from assign_add.analysis.suite import analyze
+    from assign_add.run import open_run
+
+    run = open_run(run_dir)
+    names = [s.strip() for s in only.split(",")] if only else None
+    step_list = _parse_ints(steps, "--steps") if steps else None
+    with Progress(console=err_console, disable=not progress, transient=True) as bar:
+        tasks: dict[str, int] = {}
+
+        def tick(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done)
+
+        out = analyze(run, names, step_list, progress=tick)
+    _print_analysis_summary(out)
+    console.print(f"wrote {run.root / 'analysis.json'} and {run.root / 'figures'}/ in {out['seconds']:.0f} s", highlight=False)
+
+
+def _print_analysis_summary(out: dict) -> None:
+    final = str(out["final_step"])
+    lines = []
+    if "dynamics" in out:
+        p = out["dynamics"]["phases"]
+        lines.append(f"phases: addition {p['addition']}, binding {p['binding']} "
+                     f"(1-var held-out {p['binding_from']:.2f} -> {p['binding_to']:.2f}), refinement {p['refinement']} "
+                     f"(stays >= 95 % from {p['refinement_stable']}); paper order: {p['in_paper_order']}")
+    for name in ("attention", "weights", "probes", "representation"):
+        if name in out and final in out[name]["by_step"]:
+            vals = ", ".join(f"{k} {v:.3f}" for k, v in out[name]["by_step"][final].items() if isinstance(v, float))
+            lines.append(f"{name} @ {final}: {vals}")
+    if "fourier" in out:
+        f = out["fourier"]
+        lines.append(f"fourier @ {final}: key frequencies {f['key_frequencies']}, "
+                     f"{f['n_frequency_neurons']}/{f['n_neurons']} frequency neurons")
+    for line in lines:
+        console.print(line, highlight=False)
+
+
 # --------------------------------------------------------------------------- benchmark
 
 

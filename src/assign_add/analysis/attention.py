@@ -1,0 +1,80 @@
+"""Attention measures (claims C2, C10) read from ``hook_pattern`` through ``run_with_cache``.
+
+Layer numbers follow the paper: "layer 1" is ``blocks.0``, "layer 2" is ``blocks.1``.
+
+- ``prev_token``: mean layer-1 attention from each assignment value token to its variable (the
+  token just before it in the paper's layout); ``prev_token_argmax``: fraction of value tokens
+  whose most-attended key is their variable.
+- ``eq_to_operands``: layer-1 attention mass from the final ``=`` on the two operand positions.
+- ``routing_acc``: among sequences with variable operands, the fraction where layer 2's most
+  attended keys from the final ``=`` (as many as there are variable operands) are exactly the
+  value tokens bound to the queried variables; ``routing_mass``: the attention mass on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from assign_add.analysis.positions import find_positions
+from assign_add.model.hooked import AssignAddTransformer
+from assign_add.task.generator import Batch
+from assign_add.task.vocab import Vocab
+
+
+@dataclass
+class AttentionResult:
+    prev_token: float
+    prev_token_argmax: float
+    eq_to_operands: float
+    routing_acc: float
+    routing_mass: float
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@torch.no_grad()
+def patterns(model: AssignAddTransformer, tokens: np.ndarray) -> list[torch.Tensor]:
+    """Head-averaged attention pattern of every layer, ``[batch, query, key]`` each."""
+    _, cache = model.run_with_cache(torch.as_tensor(tokens), names_filter=lambda n: n.endswith("hook_pattern"))
+    return [cache["pattern", layer].mean(dim=1) for layer in range(model.cfg.n_layers)]
+
+
+def scores_from_patterns(first: np.ndarray, last: np.ndarray, batch: Batch, vocab: Vocab) -> AttentionResult:
+    """The measures from layer-1 (``first``) and layer-2 (``last``) patterns [batch, q, k]."""
+    pos = find_positions(batch, vocab)
+    to_var = first[pos.value_rows, pos.value_pos, pos.var_pos]
+    top_key = first[pos.value_rows, pos.value_pos].argmax(axis=-1)
+    lpos, rpos = vocab.operand_positions()
+    eq = first[:, -1]
+    eq_mass = eq[:, lpos] + eq[:, rpos]
+    bound = np.stack([pos.lhs_value_pos, pos.rhs_value_pos], axis=1)  # [B, 2]
+    n_var = (bound >= 0).sum(axis=1)
+    has = n_var > 0
+    final = last[:, -1]  # [B, key]
+    order = np.argsort(-final, axis=-1)
+    hits, mass = [], []
+    for i in np.nonzero(has)[0]:
+        want = set(bound[i][bound[i] >= 0].tolist())
+        hits.append(set(order[i, : len(want)].tolist()) == want)
+        mass.append(final[i, list(want)].sum())
+    return AttentionResult(
+        prev_token=float(to_var.mean()) if len(to_var) else float("nan"),
+        prev_token_argmax=float((top_key == pos.var_pos).mean()) if len(to_var) else float("nan"),
+        eq_to_operands=float(eq_mass.mean()),
+        routing_acc=float(np.mean(hits)) if hits else float("nan"),
+        routing_mass=float(np.mean(mass)) if mass else float("nan"),
+    )
+
+
+def attention_scores(model: AssignAddTransformer, batch: Batch, vocab: Vocab) -> AttentionResult:
+    pats = patterns(model, batch.tokens)
+    return scores_from_patterns(pats[0].numpy(), pats[-1].numpy(), batch, vocab)
+
+
+def example_patterns(model: AssignAddTransformer, tokens: np.ndarray) -> list[np.ndarray]:
+    """Per-layer head-averaged patterns of one sequence, for figures."""
+    return [p[0].numpy() for p in patterns(model, tokens[None] if tokens.ndim == 1 else tokens[:1])]

@@ -1,0 +1,93 @@
+"""Training dynamics: per-set accuracy curves and the three phases (addition, binding, refinement)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from assign_add.analysis import criteria as C
+
+
+@dataclass
+class Curves:
+    steps: list[int]
+    acc: dict[str, list[float]]  # set name -> accuracy per step (nan where not evaluated)
+
+
+@dataclass
+class Phases:
+    addition: int | None
+    binding: int | None
+    binding_rise: float | None
+    binding_from: float | None
+    binding_to: float | None
+    binding_reached: int | None
+    refinement: int | None
+    refinement_stable: int | None
+    in_paper_order: bool
+    notes: list[str]
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def curves_from_records(records: list[dict]) -> Curves:
+    """Curves from metrics.jsonl / evals.jsonl records (each with "step" and "acc")."""
+    records = sorted(records, key=lambda r: r["step"])
+    names: list[str] = []
+    for r in records:
+        names += [n for n in r["acc"] if n not in names]
+    steps = [int(r["step"]) for r in records]
+    acc = {n: [float(r["acc"].get(n, np.nan)) for r in records] for n in names}
+    return Curves(steps, acc)
+
+
+def _first(steps: list[int], values: np.ndarray, threshold: float, after: int = -1) -> int | None:
+    for s, v in zip(steps, values):
+        if s > after and v >= threshold:
+            return s
+    return None
+
+
+def _stays_from(steps: list[int], values: np.ndarray, threshold: float, after: int = -1) -> int | None:
+    """First step after ``after`` from which every later value is >= threshold."""
+    ok = values >= threshold
+    result = None
+    for i in range(len(steps) - 1, -1, -1):
+        if steps[i] <= after or not ok[i]:
+            break
+        result = steps[i]
+    return result
+
+
+def detect_phases(curves: Curves) -> Phases:
+    steps = curves.steps
+    notes: list[str] = []
+    addition = binding = reached = refinement = stable = None
+    rise = frm = to = None
+    if C.ADDITION_SET in curves.acc:
+        addition = _first(steps, np.asarray(curves.acc[C.ADDITION_SET]), C.ADDITION_ACC)
+    else:
+        notes.append(f"no {C.ADDITION_SET} accuracy: addition phase not measured")
+    if C.BINDING_SET in curves.acc and len(steps) > 1:
+        b = np.asarray(curves.acc[C.BINDING_SET])
+        diffs = np.diff(b)
+        i = int(np.nanargmax(diffs))
+        binding, rise, frm, to = steps[i + 1], float(diffs[i]), float(b[i]), float(b[i + 1])
+        reached = _first(steps, b, C.BINDING_ACC)
+        if steps[i + 1] - steps[i] > 200:
+            notes.append(f"binding located only to the interval {steps[i]}..{steps[i + 1]} (sparse evaluations)")
+    else:
+        notes.append(f"no {C.BINDING_SET} accuracy: binding phase not measured")
+    present = [n for n in C.REFINEMENT_SETS if n in curves.acc]
+    if present and binding is not None:
+        mean = np.mean([np.asarray(curves.acc[n]) for n in present], axis=0)
+        refinement = _first(steps, mean, C.REFINEMENT_ACC, after=binding)
+        stable = _stays_from(steps, mean, C.REFINEMENT_STABLE_ACC, after=binding)
+        if refinement is None:
+            notes.append("forbidden-position accuracy never reached the refinement threshold after binding")
+    elif not present:
+        notes.append("no forbidden-position sets (no restrictions): refinement not measured")
+    in_order = addition is not None and binding is not None and refinement is not None and addition <= binding < refinement
+    return Phases(addition, binding, rise, frm, to, reached, refinement, stable, in_order, notes)

@@ -1,0 +1,110 @@
+"""Figures from a saved ``analysis.json`` (never from live state): PNG + plotly fragments."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from assign_add.analysis.charts import Bars, Chart, Heat, Line, render
+
+CURVE_SETS = ("0var_train", "0var_heldout", "1var_train", "1var_heldout", "2var_heldout",
+              "1var_forbidden", "2var_forbidden1", "2var_forbidden2", "1var_b_right")
+
+
+def phase_markers(analysis: dict) -> dict[str, float]:
+    phases = analysis.get("dynamics", {}).get("phases", {})
+    names = {"addition": "addition", "binding": "binding", "refinement": "refinement"}
+    return {label: phases[key] for key, label in names.items() if phases.get(key) is not None}
+
+
+def _by_step(analysis: dict, name: str, keys: list[str], title: str, ylabel: str) -> Line:
+    by = analysis[name]["by_step"]
+    steps = sorted(int(s) for s in by)
+    series = {k: [by[str(s)][k] for s in steps] for k in keys}
+    return Line(title, steps, series, ylabel=ylabel, markers=phase_markers(analysis))
+
+
+def charts(analysis: dict) -> dict[str, Chart]:
+    out: dict[str, Chart] = {}
+    markers = phase_markers(analysis)
+    if "dynamics" in analysis:
+        d = analysis["dynamics"]
+        series = {k: d["acc"][k] for k in CURVE_SETS if k in d["acc"]}
+        out["accuracy"] = Line("Accuracy on the curated sets", d["steps"], series, ylabel="accuracy",
+                               markers=markers, ylim=(0, 1.02))
+        per_var = {k: v for k, v in d["acc"].items() if k.startswith("1var_") and k.endswith(("_left", "_right"))}
+        if per_var:
+            out["refinement"] = Line("Restricted variables in their forbidden positions", d["steps"], per_var,
+                                     ylabel="accuracy", markers=markers, ylim=(0, 1.02))
+    if "attention" in analysis:
+        out["attention"] = _by_step(analysis, "attention", ["prev_token", "eq_to_operands", "routing_acc", "routing_mass"],
+                                    "Attention: layer-1 previous-token, layer-1 =→operands, layer-2 routing", "score")
+        ex = analysis["attention"].get("example")
+        if ex:
+            for layer, pattern in enumerate(ex["patterns"]):
+                out[f"pattern_layer{layer + 1}"] = Heat(
+                    f"Layer-{layer + 1} attention (step {ex['step']})", pattern, ex["tokens"], ex["tokens"],
+                    xlabel="key", ylabel="query")
+    if "weights" in analysis:
+        out["weights"] = _by_step(analysis, "weights", ["ov_mlp_addition_acc", "pos_prev_token", "qk2_identity"],
+                                  "Weight-only progress measures", "score")
+        fq = analysis["weights"].get("final_qk2")
+        if fq:
+            out["qk2"] = Heat(f"QK₂ over variables through OV₁ (step {fq['step']})", fq["matrix"], fq["variables"],
+                              fq["variables"], xlabel="key variable", ylabel="query variable", symmetric=True)
+    if "probes" in analysis:
+        out["probes"] = _by_step(analysis, "probes", ["operand_n", "operand_m", "bound_variable"],
+                                 "Linear probes (held-out accuracy)", "accuracy")
+    if "representation" in analysis:
+        out["cosine_by_step"] = _by_step(analysis, "representation", ["matched_mean", "shuffled_mean"],
+                                         "Cosine: variable vs constant form before the layer-2 MLP", "cosine")
+        fin = analysis["representation"].get("final")
+        if fin:
+            centres = [f"{(a + b) / 2:.2f}" for a, b in zip(fin["bins"][:-1], fin["bins"][1:])]
+            out["cosine_hist"] = Bars(f"Cosine distribution (step {fin['step']})", centres,
+                                      {"same sum": fin["matched_hist"], "shuffled": fin["shuffled_hist"]}, ylabel="count")
+    if "fourier" in analysis:
+        f = analysis["fourier"]
+        ks = [str(k) for k in range(1, len(f["spectrum"]) + 1)]
+        out["fourier_spectrum"] = Bars(f"Mean fraction of MLP₂ pre-activation variance per frequency (step {f['step']})",
+                                       ks, {"fraction of variance": f["spectrum"]}, ylabel="fraction")
+        counts = f["frequency_counts"]
+        if counts:
+            out["fourier_neurons"] = Bars("Frequency neurons (FVE > 0.85) per frequency", list(counts),
+                                          {"neurons": list(counts.values())}, ylabel="neurons")
+        for j, grid in list(f.get("example_grids", {}).items())[:1]:
+            n = f["neurons"][int(j)]
+            labels = [str(i) for i in range(len(grid))]
+            out["fourier_neuron"] = Heat(f"Neuron {j}: k={n['frequency']}, FVE={n['fve']:.3f}", grid, labels, labels,
+                                         xlabel="m", ylabel="n", symmetric=True)
+    if "gradients" in analysis:
+        by = analysis["gradients"]["by_step"]
+        steps = sorted(int(s) for s in by)
+        out["gradients"] = Line("−∇QK₂ in the variable basis", steps,
+                                {"diag mean": [by[str(s)]["diag_mean"] for s in steps],
+                                 "off-diag mean": [by[str(s)]["offdiag_mean"] for s in steps],
+                                 "corr with final QK₂": [by[str(s)]["corr_with_later_qk"] for s in steps]},
+                                markers=markers)
+        if steps:
+            last = by[str(steps[-1])]
+            out["gradient_matrix"] = Heat(f"−∇QK₂ over variables (step {steps[-1]})", last["matrix"],
+                                          [str(i) for i in range(len(last["matrix"]))],
+                                          [str(i) for i in range(len(last["matrix"]))], symmetric=True)
+    if "causal" in analysis:
+        c = analysis["causal"]
+        names = list(c["baseline"])
+        series = {"baseline": [c["baseline"][n] for n in names]}
+        series.update({k: [v[n] for n in names] for k, v in c["ablations"].items()})
+        out["ablations"] = Bars(f"Head ablations (step {c['step']})", names, series, ylabel="accuracy")
+        if c["patching"]:
+            pn = list(c["patching"])
+            out["patching"] = Bars("Patching resid_mid (final position) from constant into variable form", pn,
+                                   {k: [c["patching"][n][k] for n in pn] for k in ("variable", "constant", "patched")},
+                                   ylabel="accuracy")
+    return out
+
+
+def write_figures(analysis: dict, directory: Path) -> list[Path]:
+    written: list[Path] = []
+    for name, chart in charts(analysis).items():
+        written += render(chart, Path(directory), name)
+    return written

@@ -1,0 +1,79 @@
+"""Shared representation (claim C8): the residual stream before the layer-2 MLP
+(``blocks.1.hook_resid_mid``, final position) for the variable form and the constant form of the
+same sum with the same prefix, compared by cosine similarity, against a shuffled baseline
+(each variable form paired with the constant form of another sequence whose sum differs)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+import torch
+
+from assign_add.analysis.positions import constant_form
+from assign_add.model.hooked import AssignAddTransformer
+from assign_add.task.generator import Batch
+from assign_add.task.vocab import Vocab
+
+QUANTILES = (0.05, 0.25, 0.5, 0.75, 0.95)
+BINS = np.linspace(-1.0, 1.0, 41)
+
+
+@dataclass
+class CosineResult:
+    matched_mean: float
+    shuffled_mean: float
+    matched_quantiles: list[float]
+    shuffled_quantiles: list[float]
+    matched_hist: list[int]
+    shuffled_hist: list[int]
+    bins: list[float]
+    n: int
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity."""
+    na = np.linalg.norm(a, axis=-1)
+    nb = np.linalg.norm(b, axis=-1)
+    return (a * b).sum(-1) / np.maximum(na * nb, 1e-30)
+
+
+@torch.no_grad()
+def resid_before_mlp(model: AssignAddTransformer, tokens: np.ndarray) -> np.ndarray:
+    name = f"blocks.{model.cfg.n_layers - 1}.hook_resid_mid"
+    _, cache = model.run_with_cache(torch.as_tensor(tokens), names_filter=name)
+    return cache[name][:, -1].numpy()
+
+
+def shuffled_partner(batch: Batch, seed: int = 0) -> np.ndarray:
+    """A permutation pairing each sequence with one whose answer differs."""
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(batch))
+    same = batch.answers[perm] == batch.answers
+    for _ in range(10):
+        if not same.any():
+            break
+        perm[same] = rng.permutation(perm[same]) if same.sum() > 1 else np.roll(perm, 1)[same]
+        same = batch.answers[perm] == batch.answers
+    return perm
+
+
+def shared_representation(model: AssignAddTransformer, batch: Batch, vocab: Vocab) -> CosineResult:
+    """``batch`` should hold variable-form sequences (1-var and/or 2-var)."""
+    var_resid = resid_before_mlp(model, batch.tokens)
+    const_resid = resid_before_mlp(model, constant_form(batch, vocab))
+    matched = cosine(var_resid, const_resid)
+    shuffled = cosine(var_resid, const_resid[shuffled_partner(batch)])
+    return CosineResult(
+        matched_mean=float(matched.mean()),
+        shuffled_mean=float(shuffled.mean()),
+        matched_quantiles=[float(q) for q in np.quantile(matched, QUANTILES)],
+        shuffled_quantiles=[float(q) for q in np.quantile(shuffled, QUANTILES)],
+        matched_hist=np.histogram(matched, BINS)[0].tolist(),
+        shuffled_hist=np.histogram(shuffled, BINS)[0].tolist(),
+        bins=BINS.tolist(),
+        n=len(batch),
+    )
