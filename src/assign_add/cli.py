@@ -315,6 +315,27 @@ def _print_analysis_summary(out: dict) -> None:
         console.print(line, highlight=False)
 
 
+@app.command("reproduce")
+@user_errors
+def reproduce_cmd(
+    overrides: Optional[list[str]] = OverridesArg,
+    out: Path = typer.Option(Path("runs/reproduce"), "--out", help="output folder (runs, claims.json, report)"),
+    seeds: int = typer.Option(1, "--seeds", help="number of training seeds (42, 43, ...)"),
+    steps: Optional[int] = typer.Option(None, "--steps", help="training steps (default 20,000)"),
+    paper_checkpoints: Optional[Path] = typer.Option(
+        None, "--paper-checkpoints", help="also import and analyse the authors' checkpoints (a folder of .pth)"),
+    quick: bool = typer.Option(False, "--quick", help="a small smoke-test configuration (about a minute)"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
+) -> None:
+    """Train the paper preset (or reuse it), run every analysis, write report.html and report.md."""
+    from assign_add.report.reproduce import reproduce
+
+    with _TrainProgress(enabled=progress) as bar:
+        log = lambda msg: err_console.print(msg, highlight=False)  # noqa: E731
+        res = reproduce(out, seeds, steps, paper_checkpoints, quick, overrides or [], log=log, progress=bar.update)
+    console.print(f"[green]report[/] {res.html} and {res.markdown} ({res.seconds:.0f} s)", highlight=False)
+
+
 # --------------------------------------------------------------------------- benchmark
 
 

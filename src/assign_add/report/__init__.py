@@ -1,0 +1,1 @@
+"""The reproduction: claims C1-C11 with criteria, and the HTML / Markdown report."""

@@ -1,0 +1,254 @@
+"""The reproduction report: ``report.html`` (self-contained, offline) and ``report.md``.
+
+Built only from saved ``analysis.json`` files and figure files.  The claims table comes first;
+then one section per claim with its figures; then each source's configuration and the software
+versions.
+"""
+
+from __future__ import annotations
+
+import html
+import platform
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from assign_add.io import atomic_write_text
+from assign_add.report.claims import BY_ID, CLAIMS, HOLDS, NOT_MEASURED, Aggregate, ClaimResult
+
+# Which figures illustrate which claim (figure names from analysis/figures.py).
+CLAIM_FIGURES = {
+    "C1": ["accuracy"],
+    "C2": ["attention", "pattern_layer1", "pattern_layer2"],
+    "C3": ["refinement"],
+    "C4": ["refinement"],
+    "C5": ["accuracy"],
+    "C8": ["cosine_hist", "cosine_by_step", "patching"],
+    "C9": ["fourier_spectrum", "fourier_neurons", "fourier_neuron"],
+    "C10": ["weights", "qk2", "probes"],
+    "C11": ["gradients", "gradient_matrix"],
+}
+EXTRA_FIGURES = ["ablations"]
+
+
+@dataclass
+class Source:
+    """One column of the claims table: the released checkpoints, or our runs (one per seed)."""
+
+    name: str
+    runs: list[Path]  # run directories (each with analysis.json and figures/)
+    results: list[dict[str, ClaimResult]]
+    aggregate: dict[str, Aggregate] | None  # for several seeds
+    configs: list[str]
+
+
+def _fmt(v: float | None) -> str:
+    if v is None:
+        return "—"
+    if float(v).is_integer() and abs(v) >= 10:
+        return f"{int(v):,}"
+    return f"{v:.4g}"
+
+
+def measured_text(src: Source, cid: str) -> str:
+    if src.aggregate is not None and len(src.results) > 1:
+        agg = src.aggregate[cid]
+        if agg.mean is None:
+            return "—"
+        seeds = ", ".join(_fmt(v) for v in agg.per_seed)
+        return f"{_fmt(agg.mean)} ± {_fmt(agg.sd)} (seeds: {seeds})"
+    res = src.results[0][cid]
+    return f"{_fmt(res.value)}: {res.detail}" if res.value is not None or res.detail else "—"
+
+
+def verdict_of(src: Source, cid: str) -> tuple[str, str]:
+    if src.aggregate is not None and len(src.results) > 1:
+        agg = src.aggregate[cid]
+        return agg.verdict, agg.reason
+    res = src.results[0][cid]
+    return res.verdict, res.reason
+
+
+def claims_rows(sources: list[Source]) -> list[list[str]]:
+    rows = []
+    for claim in CLAIMS:
+        row = [claim.id, claim.statement, claim.paper_value]
+        for src in sources:
+            verdict, reason = verdict_of(src, claim.id)
+            row += [measured_text(src, claim.id), verdict + (f" ({reason})" if reason else "")]
+        row.append(claim.criterion)
+        rows.append(row)
+    return rows
+
+
+def header(sources: list[Source]) -> list[str]:
+    cols = ["claim", "statement", "paper"]
+    for src in sources:
+        cols += [f"measured: {src.name}", f"verdict: {src.name}"]
+    return cols + ["criterion"]
+
+
+def differences(sources: list[Source]) -> list[str]:
+    """Plain statements where a source's verdict differs from the paper's claim holding."""
+    out = []
+    for src in sources:
+        for claim in CLAIMS:
+            verdict, reason = verdict_of(src, claim.id)
+            if verdict not in (HOLDS, NOT_MEASURED):
+                out.append(f"{claim.id} does not hold for {src.name}" + (f" ({reason})" if reason else "") + ".")
+    return out
+
+
+# --------------------------------------------------------------------------- markdown
+
+
+def _md_escape(s: str) -> str:
+    return s.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], versions: dict[str, str]) -> str:
+    lines = ["# Assign and Add: reproduction report", ""]
+    lines += [f"Sources: " + "; ".join(f"**{s.name}** ({len(s.runs)} run{'s' if len(s.runs) > 1 else ''})" for s in sources), ""]
+    lines += ["## Claims", ""]
+    cols = header(sources)
+    lines.append("| " + " | ".join(cols) + " |")
+    lines.append("|" + "---|" * len(cols))
+    for row in claims_rows(sources):
+        lines.append("| " + " | ".join(_md_escape(c) for c in row) + " |")
+    lines.append("")
+    diffs = differences(sources) + notes
+    if diffs:
+        lines += ["## Where the measurements differ from the paper", ""] + [f"- {d}" for d in diffs] + [""]
+    for cid, figs in CLAIM_FIGURES.items():
+        lines += [f"## {cid}: {BY_ID[cid].statement}", "", f"Criterion: {BY_ID[cid].criterion}.", ""]
+        for src in sources:
+            res = src.results[0][cid]
+            lines.append(f"- **{src.name}**: {res.verdict}. {res.detail} {res.reason}".rstrip())
+        lines.append("")
+        for src in sources:
+            for fig in figs:
+                png = _figure_copy(src, fig, out_dir)
+                if png:
+                    lines.append(f"![{src.name}: {fig}]({png})")
+        lines.append("")
+    lines += ["## Causal checks", ""]
+    for src in sources:
+        for fig in EXTRA_FIGURES:
+            png = _figure_copy(src, fig, out_dir)
+            if png:
+                lines.append(f"![{src.name}: {fig}]({png})")
+    lines += ["", "## Configuration and software", ""]
+    for src in sources:
+        lines += [f"### {src.name}", "", "```toml", src.configs[0].strip(), "```", ""]
+    lines += ["| package | version |", "|---|---|"] + [f"| {k} | {v} |" for k, v in versions.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _figure_copy(src: Source, fig: str, out_dir: Path) -> str | None:
+    """Copy the first run's PNG beside the report; return its relative path."""
+    png = src.runs[0] / "figures" / f"{fig}.png"
+    if not png.is_file():
+        return None
+    rel = Path("figures") / _slug(src.name) / f"{fig}.png"
+    (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(png, out_dir / rel)
+    return rel.as_posix()
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+
+
+# --------------------------------------------------------------------------- html
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
+table{border-collapse:collapse;font-size:13px;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 6px;vertical-align:top}
+th{background:#f3f3f3}td.holds{background:#e6f4ea}td.fails{background:#fce8e6}td.nm{background:#f1f1f1;color:#666}
+.figs{display:flex;flex-wrap:wrap;gap:8px}.figure{flex:1 1 540px;min-width:420px;border:1px solid #eee}
+pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}
+"""
+
+
+def _verdict_class(text: str) -> str:
+    if text.startswith(HOLDS):
+        return "holds"
+    if text.startswith(NOT_MEASURED):
+        return "nm"
+    return "fails"
+
+
+def render_html(sources: list[Source], notes: list[str], versions: dict[str, str], plotly_js: str) -> str:
+    esc = html.escape
+    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>Assign and Add: reproduction report</title>",
+             f"<style>{CSS}</style><script>{plotly_js}</script></head><body>",
+             "<h1>Assign and Add: reproduction report</h1>",
+             "<p>Sources: " + "; ".join(f"<b>{esc(s.name)}</b> ({len(s.runs)} run(s))" for s in sources) + "</p>",
+             "<h2>Claims</h2><table id='claims'><thead><tr>"]
+    parts += [f"<th>{esc(c)}</th>" for c in header(sources)]
+    parts.append("</tr></thead><tbody>")
+    for row in claims_rows(sources):
+        cells = []
+        for i, c in enumerate(row):
+            is_verdict = 3 <= i < len(row) - 1 and (i - 3) % 2 == 1
+            cls = f" class='{_verdict_class(c)}'" if is_verdict else ""
+            cells.append(f"<td{cls}>{esc(c)}</td>")
+        parts.append(f"<tr class='claim' data-claim='{esc(row[0])}'>" + "".join(cells) + "</tr>")
+    parts.append("</tbody></table>")
+    diffs = differences(sources) + notes
+    if diffs:
+        parts.append("<h2>Where the measurements differ from the paper</h2><ul>")
+        parts += [f"<li>{esc(d)}</li>" for d in diffs]
+        parts.append("</ul>")
+    for cid, figs in CLAIM_FIGURES.items():
+        parts.append(f"<h2 id='{cid}'>{cid}: {esc(BY_ID[cid].statement)}</h2>")
+        parts.append(f"<p><i>Criterion:</i> {esc(BY_ID[cid].criterion)}.</p><ul>")
+        for src in sources:
+            res = src.results[0][cid]
+            parts.append(f"<li><b>{esc(src.name)}</b>: {esc(res.verdict)}. {esc(res.detail)} {esc(res.reason)}</li>")
+        parts.append("</ul>")
+        parts.append(_figure_block(sources, figs, cid))
+    parts.append("<h2>Causal checks</h2>" + _figure_block(sources, EXTRA_FIGURES, "causal"))
+    parts.append("<h2>Configuration and software</h2>")
+    for src in sources:
+        parts.append(f"<h3>{esc(src.name)}</h3><pre>{esc(src.configs[0])}</pre>")
+    parts.append("<table><tr><th>package</th><th>version</th></tr>")
+    parts += [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in versions.items()]
+    parts.append("</table></body></html>")
+    return "\n".join(parts)
+
+
+def _figure_block(sources: list[Source], figs: list[str], section: str) -> str:
+    """Each figure's fragment, with a div id unique in the page (a figure may appear in two sections)."""
+    blocks = []
+    for src in sources:
+        for fig in figs:
+            frag = src.runs[0] / "figures" / f"{fig}.html"
+            if frag.is_file():
+                body = frag.read_text().replace(f'"fig-{fig}"', f'"fig-{section}-{_slug(src.name)}-{fig}"')
+                blocks.append(f"<div class='figure' title='{html.escape(src.name)}: {fig}'>{body}</div>")
+    return "<div class='figs'>" + "".join(blocks) + "</div>" if blocks else ""
+
+
+def software_versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "platform": platform.platform()}
+    for pkg in ("assign-add", "torch", "transformer-lens", "numpy", "plotly", "matplotlib"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "not installed"
+    return out
+
+
+def write_report(sources: list[Source], out_dir: Path, notes: list[str] | None = None) -> tuple[Path, Path]:
+    from plotly.offline import get_plotlyjs
+
+    notes = notes or []
+    versions = software_versions()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    md_path, html_path = out_dir / "report.md", out_dir / "report.html"
+    atomic_write_text(md_path, render_markdown(sources, out_dir, notes, versions))
+    atomic_write_text(html_path, render_html(sources, notes, versions, get_plotlyjs()))
+    return html_path, md_path

@@ -1,0 +1,100 @@
+"""`reproduce --quick` end to end, the claims' criteria, and the report in a real browser."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from assign_add.report.claims import CLAIMS, FAILS, HOLDS, NOT_MEASURED, aggregate, evaluate_claims
+from assign_add.report.reproduce import reproduce
+
+from conftest import ARTIFACTS
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reproduce")
+    paper = ARTIFACTS / "checkpoints" if (ARTIFACTS / "checkpoints").is_dir() else None
+    res = reproduce(out, quick=True, paper_checkpoints=paper, log=lambda m: None)
+    return out, res
+
+
+def test_quick_reproduction_writes_both_reports(quick):
+    out, res = quick
+    html, md = res.html.read_text(), res.markdown.read_text()
+    for cl in CLAIMS:
+        assert f"| {cl.id} |" in md and f"data-claim='{cl.id}'" in html
+    claims = json.loads((out / "claims.json").read_text())
+    ours = claims["retrained (1 seed)"]["per_seed"]["42"]
+    assert set(ours) == {c.id for c in CLAIMS}
+    for cid, r in ours.items():
+        assert r["verdict"] in (HOLDS, FAILS, NOT_MEASURED)
+        if r["verdict"] != NOT_MEASURED:
+            assert r["detail"], f"{cid} has a verdict without numbers"
+    for line in md.splitlines():
+        if line.startswith("![") and "](" in line:
+            assert (out / line.split("](")[1].rstrip(")")).is_file()
+    again = reproduce(out, quick=True, paper_checkpoints=None, log=lambda m: None)
+    assert again.seconds < res.seconds, "finished runs and analyses are reused"
+
+
+def test_a_planted_failing_metric_flips_its_verdict(quick):
+    out, _ = quick
+    run = out / "runs" / "seed-42"
+    analysis = json.loads((run / "analysis.json").read_text())
+    analysis["dynamics"]["final_exhaustive"]["0var_heldout_all"] = 0.995
+    assert evaluate_claims(analysis)["C5"].verdict == HOLDS
+    analysis["dynamics"]["final_exhaustive"]["0var_heldout_all"] = 0.5
+    assert evaluate_claims(analysis)["C5"].verdict == FAILS
+    analysis["representation"]["final"]["matched_mean"] = 0.99
+    analysis["representation"]["final"]["shuffled_mean"] = 0.1
+    assert evaluate_claims(analysis)["C8"].verdict == HOLDS
+    analysis["representation"]["final"]["shuffled_mean"] = 0.95
+    assert evaluate_claims(analysis)["C8"].verdict == FAILS
+    del analysis["fourier"]
+    assert evaluate_claims(analysis)["C9"].verdict == NOT_MEASURED
+
+
+def test_aggregate_over_seeds():
+    from assign_add.report.claims import ClaimResult
+
+    agg = aggregate([ClaimResult("C5", 0.99, "x", HOLDS), ClaimResult("C5", 0.97, "y", FAILS)])
+    assert agg.verdict == FAILS and "1 of 2" in agg.reason
+    assert agg.mean == pytest.approx(0.98) and agg.sd == pytest.approx(0.01414, abs=1e-4)
+    assert aggregate([ClaimResult("C6", None, "", NOT_MEASURED, "no sweep")]).verdict == NOT_MEASURED
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+def test_report_renders_in_headless_chromium(quick):
+    from playwright.sync_api import sync_playwright
+
+    out, res = quick
+    errors: list[str] = []
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run"])
+        page = browser.new_page()
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.goto(Path(res.html).resolve().as_uri())
+        page.wait_for_load_state("load")
+        assert page.locator("#claims").is_visible()
+        assert page.locator("#claims tr.claim").count() == 11
+        figures = page.locator("div.figure")
+        assert figures.count() >= 10
+        for i in range(figures.count()):
+            fig = figures.nth(i)
+            fig.scroll_into_view_if_needed()
+            box = fig.locator(".main-svg").first.bounding_box()
+            assert box is not None and box["width"] > 100 and box["height"] > 100, fig.get_attribute("title")
+            drawn = fig.locator("g.trace path[d]").count() + fig.locator("g.hm image").count()
+            assert drawn >= 1, f"{fig.get_attribute('title')} has no drawn trace"
+        page.screenshot(path=str(out / "report.png"), full_page=False)
+        browser.close()
+    assert not errors, errors
