@@ -336,6 +336,43 @@ def reproduce_cmd(
     console.print(f"[green]report[/] {res.html} and {res.markdown} ({res.seconds:.0f} s)", highlight=False)
 
 
+@app.command("sweep")
+@user_errors
+def sweep_cmd(
+    overrides: Optional[list[str]] = OverridesArg,
+    out: Path = typer.Option(..., "--out", help="sweep folder, e.g. sweeps/f"),
+    sweep_preset: Optional[str] = typer.Option(None, "--preset", help="the authors' sweeps: f or r"),
+    param: Optional[str] = typer.Option(None, "--param", help="dotted config field to sweep, e.g. task.f"),
+    values: Optional[str] = typer.Option(None, "--values", help="comma-separated values"),
+    seeds: int = typer.Option(1, "--seeds", help="seeds per value (42, 43, ...)"),
+    steps: Optional[int] = typer.Option(None, "--steps", help="training steps per run (preset default otherwise)"),
+    score: Optional[str] = typer.Option(None, "--score", help="curated set whose final accuracy is the score"),
+    backend: str = typer.Option("local", "--backend", help="local or ray"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="parallel runs (default: CPU cores)"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray)"),
+) -> None:
+    """Train one run per (value, seed); aggregate the score, fit the threshold, draw the figure."""
+    from rich.progress import Progress
+
+    from assign_add.sweep.sweep import make_spec, parse_values, run_sweep
+
+    spec = make_spec(sweep_preset, param, parse_values(values) if values else None, seeds, steps, score, overrides or [])
+    with Progress(console=err_console) as bar:
+        task = bar.add_task(f"sweep {spec.param}", total=len(spec.points()))
+        summary = run_sweep(spec, out, backend, workers, address,
+                            progress=lambda done, total, res: bar.update(task, completed=done))
+    table = Table(spec.param, "2-var share", f"{spec.score} (mean)", "sd")
+    for row in summary["rows"]:
+        fmt = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
+        table.add_row(str(row["value"]), fmt(row["two_var_share"]), fmt(row["mean"]), fmt(row["sd"]))
+    console.print(table)
+    thr = summary["threshold"]
+    if thr["estimate"] is not None:
+        console.print(f"threshold ({thr['level']:.0%} crossing): {thr['estimate']:.3f} "
+                      f"[{thr['low']}, {thr['high']}] ({thr['method']}); paper: {spec.paper_threshold}", highlight=False)
+    console.print(f"wrote {Path(out) / 'sweep.json'}, table.md, figure.png", highlight=False)
+
+
 # --------------------------------------------------------------------------- benchmark
 
 
@@ -343,7 +380,7 @@ def reproduce_cmd(
 @user_errors
 def bench_cmd(
     overrides: Optional[list[str]] = OverridesArg,
-    what: str = typer.Option("data,train,eval", "--what", help="comma-separated: data, train, eval"),
+    what: str = typer.Option("data,train,eval", "--what", help="comma-separated: data, train, eval, ensemble"),
     steps: int = typer.Option(50, "--steps", help="timed training steps per implementation"),
     preset: str = PresetOpt,
     config_file: Optional[Path] = ConfigOpt,
@@ -355,7 +392,7 @@ def bench_cmd(
 
     cfg = _resolve(preset, config_file, overrides)
     parts = {w.strip() for w in what.split(",")}
-    unknown = parts - {"data", "train", "eval"}
+    unknown = parts - {"data", "train", "eval", "ensemble"}
     if unknown:
         raise ConfigError("--what", f"unknown benchmark {', '.join(sorted(unknown))}")
     console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {cfg.train.batch_size}", highlight=False)
@@ -371,6 +408,12 @@ def bench_cmd(
         console.print(table)
         console.print(f"engine / straightforward: {fast.seq_per_s / base.seq_per_s:.1f}x", highlight=False)
         step_ms = fast.ms_per_step
+    if "ensemble" in parts:
+        sequential, rates = bench.bench_ensemble(cfg)
+        console.print(f"K runs one after another (plain engine): {sequential:,.0f} sequences/s", highlight=False)
+        for k, rate in rates.items():
+            console.print(f"ensemble of {k:>2} models at once: {rate:,.0f} sequences/s "
+                          f"({rate / sequential:.2f}x sequential)", highlight=False)
     if "eval" in parts:
         secs, size = bench.bench_eval(cfg)
         console.print(f"one evaluation of the live sets ({size:,} sequences): {secs:.2f} s", highlight=False)

@@ -154,6 +154,96 @@ def _norms(model: torch.nn.Module) -> tuple[dict, dict]:
     return weights, grads
 
 
+class RunWriter:
+    """One run's bookkeeping: evaluation records, checkpoints, optimiser state, status, log."""
+
+    def __init__(self, run: RunDir, cfg: RunConfig, elapsed_before: float = 0.0) -> None:
+        self.run = run
+        self.cfg = cfg
+        all_sets = run.eval_sets()
+        self.final_sets = all_sets
+        self.live_sets = {k: v for k, v in all_sets.items() if k != "2var_union"}
+        self.schedule = set(checkpoint_schedule(cfg.train.steps, cfg.train.checkpoint_every))
+        self.loss_sum, self.loss_count = 0.0, 0
+        self.t0 = time.perf_counter() - elapsed_before
+        self.last_record: dict = {}
+
+    def add_loss(self, value: float, step: int) -> None:
+        if not math.isfinite(value):
+            raise RunError(f"{self.run.root}: training diverged at step {step} (loss {value}); lower train.lr")
+        self.loss_sum += value
+        self.loss_count += 1
+
+    def record(self, model: torch.nn.Module, step: int) -> dict:
+        """Evaluate every curated set (the 2-var union only at the last step) and append a record."""
+        sets = self.final_sets if step == self.cfg.train.steps else self.live_sets
+        model.eval()
+        res = evaluate(model, sets)
+        model.train()
+        weights, grads = _norms(model)
+        rec = {
+            "step": step,
+            "time": round(time.perf_counter() - self.t0, 3),
+            "train_loss": (self.loss_sum / self.loss_count) if self.loss_count else None,
+            **res,
+            "weight_norm": weights,
+            "grad_norm": grads,
+        }
+        with open(self.run.metrics_path, "a") as fh:
+            fh.write(json.dumps(rec) + "\n")
+        with open(self.run.log_path, "a") as fh:
+            accs = " ".join(f"{k}={v:.3f}" for k, v in res["acc"].items())
+            fh.write(f"step {step} loss {rec['train_loss']} {accs}\n")
+        self.loss_sum, self.loss_count = 0.0, 0
+        self.last_record = rec
+        return rec
+
+    def needs(self, done: int, end: int) -> bool:
+        """Whether :meth:`after_step` has anything to do after update number ``done``."""
+        t = self.cfg.train
+        return (done % t.eval_every == 0 or done in self.schedule or done % t.state_every == 0
+                or done == t.steps or done == end)
+
+    def after_step(self, model: torch.nn.Module, opt: torch.optim.Optimizer, done: int, end: int) -> dict | None:
+        """Evaluate, checkpoint and save state as the schedules say, after update number ``done``."""
+        t = self.cfg.train
+        rec = self.record(model, done) if done % t.eval_every == 0 or done == t.steps else None
+        if done in self.schedule:
+            save_checkpoint(model, self.run.checkpoint_path(done), done)
+        if done % t.state_every == 0 or done == t.steps or done == end:
+            extra = {"loss_sum": self.loss_sum, "loss_count": self.loss_count, "elapsed": time.perf_counter() - self.t0}
+            save_state(self.run.state_path, model, opt, done, extra)
+            self.run.set_status(state="running", step=done)
+        return rec
+
+    def finish(self, end: int) -> None:
+        if end == self.cfg.train.steps:
+            self.run.set_status(state="complete", step=end)
+
+
+def open_for_training(cfg: RunConfig, out: Path, resume: bool, force: bool, device: torch.device):
+    """(writer, model, optimiser, start step) for a new or resumed run."""
+    run, resuming = prepare_run_dir(out, cfg, resume, force)
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed).to(device)
+    opt = make_optimizer(model, cfg)
+    start, extra = 0, {}
+    if resuming:
+        start, extra = load_state(run.state_path, model, opt)
+    _truncate_metrics(run, start if resuming else -1)  # a run killed before its first state starts over
+    writer = RunWriter(run, cfg, extra.get("elapsed", 0.0))
+    writer.loss_sum, writer.loss_count = extra.get("loss_sum", 0.0), extra.get("loss_count", 0)
+    if start == 0:
+        save_checkpoint(model, run.checkpoint_path(0), 0)
+        writer.record(model, 0)
+    return writer, model, opt, start
+
+
+def autocast_for(cfg: RunConfig, device: torch.device):
+    if cfg.train.precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def train(
     cfg: RunConfig,
     out: Path,
@@ -167,60 +257,11 @@ def train(
     device = resolve_device(t.device)
     if t.threads > 0:
         torch.set_num_threads(t.threads)
-    run, resuming = prepare_run_dir(out, cfg, resume, force)
-    parts = run.partitions()
-    sampler = Sampler(cfg.task, t.seed, parts)
-    all_sets = run.eval_sets()
-    live_sets = {k: v for k, v in all_sets.items() if k != "2var_union"}
-
-    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=t.seed).to(device)
-    opt = make_optimizer(model, cfg)
-    schedule = set(checkpoint_schedule(t.steps, t.checkpoint_every))
-    start, loss_sum, loss_count = 0, 0.0, 0
-    elapsed_before = 0.0
-    if resuming:
-        start, extra = load_state(run.state_path, model, opt)
-        loss_sum, loss_count = extra.get("loss_sum", 0.0), extra.get("loss_count", 0)
-        elapsed_before = extra.get("elapsed", 0.0)
-        _truncate_metrics(run, start)
-    else:
-        _truncate_metrics(run, -1)  # a run killed before its first saved state starts over
-    autocast = (
-        torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-        if t.precision == "bf16"
-        else contextlib.nullcontext()
-    )
-    t0 = time.perf_counter() - elapsed_before
-    last_record: dict = {}
-
-    def record(step: int, sets: dict) -> dict:
-        nonlocal loss_sum, loss_count, last_record
-        model.eval()
-        res = evaluate(model, sets)
-        model.train()
-        weights, grads = _norms(model)
-        rec = {
-            "step": step,
-            "time": round(time.perf_counter() - t0, 3),
-            "train_loss": (loss_sum / loss_count) if loss_count else None,
-            **res,
-            "weight_norm": weights,
-            "grad_norm": grads,
-        }
-        with open(run.metrics_path, "a") as fh:
-            fh.write(json.dumps(rec) + "\n")
-        loss_sum, loss_count = 0.0, 0
-        last_record = rec
-        with open(run.log_path, "a") as fh:
-            accs = " ".join(f"{k}={v:.3f}" for k, v in res["acc"].items())
-            fh.write(f"step {step} loss {rec['train_loss']} {accs}\n")
-        return rec
-
-    if start == 0:
-        save_checkpoint(model, run.checkpoint_path(0), 0)
-        rec = record(0, live_sets)
-        if progress:
-            progress(0, t.steps, rec)
+    writer, model, opt, start = open_for_training(cfg, out, resume, force, device)
+    sampler = Sampler(cfg.task, t.seed, writer.run.partitions())
+    autocast = autocast_for(cfg, device)
+    if progress and start == 0:
+        progress(0, t.steps, writer.last_record)
     end = t.steps if stop_after is None else min(t.steps, stop_after)
     model.train()
     for step in range(start, end):
@@ -233,27 +274,12 @@ def train(
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise RunError(f"training diverged at step {step + 1} (loss {value}); lower train.lr")
-        loss_sum += value
-        loss_count += 1
-        done = step + 1
-        rec = None
-        if done % t.eval_every == 0 or done == t.steps:
-            rec = record(done, all_sets if done == t.steps else live_sets)
-        if done in schedule:
-            save_checkpoint(model, run.checkpoint_path(done), done)
-        if done % t.state_every == 0 or done == t.steps or done == end:
-            extra = {"loss_sum": loss_sum, "loss_count": loss_count, "elapsed": time.perf_counter() - t0}
-            save_state(run.state_path, model, opt, done, extra)
-            run.set_status(state="running", step=done)
+        writer.add_loss(float(loss.detach()), step + 1)
+        rec = writer.after_step(model, opt, step + 1, end)
         if progress:
-            progress(done, t.steps, rec)
-    final = end
-    if final == t.steps:
-        run.set_status(state="complete", step=final)
-    return TrainResult(run, final, last_record, time.perf_counter() - t0)
+            progress(step + 1, t.steps, rec)
+    writer.finish(end)
+    return TrainResult(writer.run, end, writer.last_record, time.perf_counter() - writer.t0)
 
 
 def _truncate_metrics(run: RunDir, step: int) -> None:
