@@ -98,3 +98,14 @@ def test_report_renders_in_headless_chromium(quick):
         page.screenshot(path=str(out / "report.png"), full_page=False)
         browser.close()
     assert not errors, errors
+
+
+def test_sweep_results_supply_c6_and_c7():
+    from assign_add.report.claims import c6, c7
+
+    sweep = {"threshold": {"estimate": 0.27, "low": 0.22, "high": 0.31, "method": "bootstrap over seeds"},
+             "rows": [{}] * 20, "spec": {"seeds": [42, 43], "steps": 10000, "score": "0var_heldout_all"}}
+    assert c6({"sweeps": {"f": sweep}}).verdict == HOLDS
+    far = dict(sweep, threshold=dict(sweep["threshold"], estimate=0.7, low=0.65, high=0.75))
+    assert c6({"sweeps": {"f": far}}).verdict == FAILS
+    assert c7({}).verdict == NOT_MEASURED

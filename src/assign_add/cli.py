@@ -325,14 +325,18 @@ def reproduce_cmd(
     paper_checkpoints: Optional[Path] = typer.Option(
         None, "--paper-checkpoints", help="also import and analyse the authors' checkpoints (a folder of .pth)"),
     quick: bool = typer.Option(False, "--quick", help="a small smoke-test configuration (about a minute)"),
+    f_sweep: Optional[Path] = typer.Option(None, "--f-sweep", help="a finished f sweep folder: supplies claim C6"),
+    r_sweep: Optional[Path] = typer.Option(None, "--r-sweep", help="a finished r sweep folder: supplies claim C7"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
 ) -> None:
     """Train the paper preset (or reuse it), run every analysis, write report.html and report.md."""
     from assign_add.report.reproduce import reproduce
 
+    sweeps = {k: v for k, v in (("f", f_sweep), ("r", r_sweep)) if v is not None}
     with _TrainProgress(enabled=progress) as bar:
         log = lambda msg: err_console.print(msg, highlight=False)  # noqa: E731
-        res = reproduce(out, seeds, steps, paper_checkpoints, quick, overrides or [], log=log, progress=bar.update)
+        res = reproduce(out, seeds, steps, paper_checkpoints, quick, overrides or [], log=log, progress=bar.update,
+                        sweeps=sweeps)
     console.print(f"[green]report[/] {res.html} and {res.markdown} ({res.seconds:.0f} s)", highlight=False)
 
 

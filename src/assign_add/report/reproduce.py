@@ -23,7 +23,7 @@ from assign_add.analysis.suite import analyze, load_analysis
 from assign_add.config import ConfigError, RunConfig, preset
 from assign_add.io import atomic_write_json
 from assign_add.paper import import_paper
-from assign_add.report.claims import aggregate, evaluate_claims
+from assign_add.report.claims import NOT_MEASURED, ClaimResult, aggregate, evaluate_claims
 from assign_add.report.render import Source, write_report
 from assign_add.run import RunDir, RunError, open_run
 from assign_add.train.trainer import train
@@ -98,7 +98,9 @@ def reproduce(
     overrides: list[str] | None = None,
     log: Log = print,
     progress=None,
+    sweeps: dict[str, Path] | None = None,
 ) -> ReproduceResult:
+    """``sweeps`` maps "f" / "r" to sweep folders (with sweep.json) that supply claims C6 / C7."""
     if seeds < 1:
         raise ConfigError("--seeds", f"must be >= 1, got {seeds}")
     if steps is not None and steps < 1:
@@ -108,18 +110,21 @@ def reproduce(
     sources: list[Source] = []
     claims_json: dict = {}
     configs = [run_config(42 + i, steps, quick, overrides or []) for i in range(seeds)]  # validate all first
+    sweep_data = load_sweeps(sweeps or {})
     if paper_checkpoints is not None:
         released = ensure_released(paper_checkpoints, out / "runs" / "released", log)
         sub = [s for s in QUICK_PAPER_STEPS if s in released.checkpoint_steps()] if quick else None
         analysis = ensure_analysis(released, log, sub)
         res = evaluate_claims(analysis)
+        for cid in ("C6", "C7"):
+            res[cid] = ClaimResult(cid, None, "", NOT_MEASURED, "the released checkpoints are one run at f = 0.7, r = 1")
         sources.append(Source("released checkpoints", [released.root], [res], None,
                               [config_mod.dumps(released.config())]))
         claims_json["released checkpoints"] = {k: v.to_json() for k, v in res.items()}
     runs, results = [], []
     for cfg in configs:
         run = ensure_trained(cfg, out / "runs" / f"seed-{cfg.train.seed}", log, progress)
-        analysis = ensure_analysis(run, log)
+        analysis = dict(ensure_analysis(run, log), sweeps=sweep_data)
         runs.append(run.root)
         results.append(evaluate_claims(analysis))
     agg = {cid: aggregate([r[cid] for r in results]) for cid in results[0]}
@@ -133,6 +138,18 @@ def reproduce(
     atomic_write_json(out / "claims.json", claims_json)
     html_path, md_path = write_report(sources, out, notes)
     return ReproduceResult(html_path, md_path, claims_json, time.perf_counter() - t0)
+
+
+def load_sweeps(sweeps: dict[str, Path]) -> dict[str, dict]:
+    import json
+
+    out = {}
+    for key, folder in sweeps.items():
+        path = Path(folder) / "sweep.json"
+        if not path.is_file():
+            raise RunError(f"{folder}: no sweep.json (run assign-add sweep --preset {key} --out {folder} first)")
+        out[key] = json.loads(path.read_text())
+    return out
 
 
 def phase_notes(sources: list[Source]) -> list[str]:
