@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 import pytest
 import torch
 from transformer_lens import ActivationCache, FactoredMatrix

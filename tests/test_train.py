@@ -98,3 +98,17 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in b)
     strip = lambda recs: [{k: v for k, v in r.items() if k != "time"} for r in recs]  # noqa: E731
     assert strip(read_jsonl(killed / "metrics.jsonl")) == strip(read_jsonl(tmp_path / "straight" / "metrics.jsonl"))
+
+
+def test_bf16_autocast_trains(tmp_path):
+    """The authors trained under bf16 autocast; the same option works here (CPU autocast)."""
+    cfg = small_paper_cfg("train.steps=20", "train.eval_every=10", "train.batch_size=64", "train.precision=bf16")
+    res = train(cfg, tmp_path / "bf16")
+    assert 3.0 < res.final_metrics["train_loss"] < 4.5
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")
+def test_asking_for_cuda_without_it_is_a_clear_error(tmp_path):
+    with pytest.raises(RunError, match="CUDA is not available"):
+        train(small_paper_cfg("train.steps=5", "train.device=cuda"), tmp_path / "gpu")
+    assert not (tmp_path / "gpu").exists()

@@ -108,7 +108,7 @@ def _md_escape(s: str) -> str:
 
 def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], versions: dict[str, str]) -> str:
     lines = ["# Assign and Add: reproduction report", ""]
-    lines += [f"Sources: " + "; ".join(f"**{s.name}** ({len(s.runs)} run{'s' if len(s.runs) > 1 else ''})" for s in sources), ""]
+    lines += ["Sources: " + "; ".join(f"**{s.name}** ({len(s.runs)} run{'s' if len(s.runs) > 1 else ''})" for s in sources), ""]
     lines += ["## Claims", ""]
     cols = header(sources)
     lines.append("| " + " | ".join(cols) + " |")
