@@ -100,11 +100,6 @@ def run_point(spec_json: dict, root: str, value: float, seed: int) -> dict:
             "acc": final["acc"], "two_var_share": training_type_probs(cfg.task)[3], "time": final["time"]}
 
 
-def is_done(spec: SweepSpec, root: Path, value: float, seed: int) -> bool:
-    run = RunDir(spec.point_dir(root, value, seed))
-    return run.exists() and run.status().get("state") == "complete" and run.config() == spec.point_config(value, seed)
-
-
 Progress = Callable[[int, int, dict | None], None]
 
 
