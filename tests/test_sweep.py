@@ -29,6 +29,13 @@ def test_threshold_recovers_a_planted_crossing(planted):
     assert one.estimate == pytest.approx(planted, abs=0.01) and one.method.endswith("(one seed)")
 
 
+def test_interpolated_crossing():
+    from assign_add.sweep.threshold import interpolated_crossing
+
+    assert interpolated_crossing(np.array([0.1, 0.3, 0.5]), np.array([0.2, 0.8, 1.0]), 0.9) == pytest.approx(0.4)
+    assert interpolated_crossing(np.array([0.1, 0.3]), np.array([0.2, 0.5]), 0.9) is None
+
+
 def test_bootstrap_interval_spans_the_seeds():
     """Seeds whose own thresholds are 0.2, 0.25 and 0.3: the interval covers the spread's middle."""
     x = np.linspace(0.05, 0.95, 20)

@@ -19,6 +19,8 @@ from assign_add.report.claims import BY_ID, CLAIMS, HOLDS, NOT_MEASURED, Aggrega
 # Which figures illustrate which claim (figure names from analysis/figures.py).
 CLAIM_FIGURES = {
     "C1": ["accuracy"],
+    "C6": [],
+    "C7": [],
     "C2": ["attention", "pattern_layer1", "pattern_layer2"],
     "C3": ["refinement"],
     "C4": ["refinement"],
@@ -40,6 +42,7 @@ class Source:
     results: list[dict[str, ClaimResult]]
     aggregate: dict[str, Aggregate] | None  # for several seeds
     configs: list[str]
+    claim_figures: dict[str, list[Path]] | None = None  # claim -> figure paths without suffix (e.g. a sweep's)
 
 
 def _fmt(v: float | None) -> str:
@@ -130,6 +133,12 @@ def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], vers
                 png = _figure_copy(src, fig, out_dir)
                 if png:
                     lines.append(f"![{src.name}: {fig}]({png})")
+            for stem in (src.claim_figures or {}).get(cid, []):
+                if stem.with_suffix(".png").is_file():
+                    rel = Path("figures") / _slug(src.name) / f"{cid}-{stem.name}.png"
+                    (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(stem.with_suffix(".png"), out_dir / rel)
+                    lines.append(f"![{src.name}: {cid}]({rel.as_posix()})")
         lines.append("")
     lines += ["## Causal checks", ""]
     for src in sources:
@@ -208,6 +217,12 @@ def render_html(sources: list[Source], notes: list[str], versions: dict[str, str
             parts.append(f"<li><b>{esc(src.name)}</b>: {esc(res.verdict)}. {esc(res.detail)} {esc(res.reason)}</li>")
         parts.append("</ul>")
         parts.append(_figure_block(sources, figs, cid))
+        for src in sources:
+            for stem in (src.claim_figures or {}).get(cid, []):
+                frag = stem.with_suffix(".html")
+                if frag.is_file():
+                    body = frag.read_text().replace(f'"fig-{stem.name}"', f'"fig-{cid}-{_slug(src.name)}-{stem.name}"')
+                    parts.append(f"<div class='figs'><div class='figure' title='{html.escape(src.name)}: {cid}'>{body}</div></div>")
     parts.append("<h2>Causal checks</h2>" + _figure_block(sources, EXTRA_FIGURES, "causal"))
     parts.append("<h2>Configuration and software</h2>")
     for src in sources:

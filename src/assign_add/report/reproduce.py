@@ -129,7 +129,8 @@ def reproduce(
         results.append(evaluate_claims(analysis))
     agg = {cid: aggregate([r[cid] for r in results]) for cid in results[0]}
     name = f"retrained ({seeds} seed{'s' if seeds > 1 else ''})"
-    sources.append(Source(name, runs, results, agg, [config_mod.dumps(c) for c in configs]))
+    sweep_figs = {cid: [Path(sweeps[key]) / "figure"] for cid, key in (("C6", "f"), ("C7", "r")) if key in (sweeps or {})}
+    sources.append(Source(name, runs, results, agg, [config_mod.dumps(c) for c in configs], sweep_figs))
     claims_json[name] = {
         "per_seed": {str(c.train.seed): {k: v.to_json() for k, v in r.items()} for c, r in zip(configs, results)},
         "aggregate": {k: v.__dict__ for k, v in agg.items()},

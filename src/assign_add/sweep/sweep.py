@@ -193,7 +193,7 @@ def write_outputs(spec: SweepSpec, root: Path, summary: dict) -> None:
         lines += ["", f"Threshold (fitted logistic crosses {thr['level']}): {thr['estimate']:.3f} "
                       f"[{thr['low'] if thr['low'] is None else round(thr['low'], 3)}, "
                       f"{thr['high'] if thr['high'] is None else round(thr['high'], 3)}] ({thr['method']}); "
-                      f"paper: {spec.paper_threshold}"]
+                      f"linear interpolation of the mean: {thr['interpolated']}; paper: {spec.paper_threshold}"]
     atomic_write_text(root / "table.md", "\n".join(lines) + "\n")
     xs = spec.values
     series = {f"seed {s}": [row["per_seed"].get(str(s)) for row in summary["rows"]] for s in spec.seeds}

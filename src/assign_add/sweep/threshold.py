@@ -23,6 +23,7 @@ class Threshold:
     x0: float | None
     scale: float | None
     method: str
+    interpolated: float | None = None  # first crossing of the mean curve, linear between points
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -64,6 +65,18 @@ def crossing(x0: float, scale: float, level: float, lo: float) -> float | None:
     return float(x0 + scale * np.log((level - lo) / (1.0 - level)))
 
 
+def interpolated_crossing(x: np.ndarray, y: np.ndarray, level: float) -> float | None:
+    """The first x where the piecewise-linear curve through (x, y) reaches ``level``."""
+    order = np.argsort(x)
+    x, y = np.asarray(x, float)[order], np.asarray(y, float)[order]
+    for i in range(len(x)):
+        if y[i] >= level:
+            if i == 0:
+                return float(x[0])
+            return float(x[i - 1] + (level - y[i - 1]) * (x[i] - x[i - 1]) / (y[i] - y[i - 1]))
+    return None
+
+
 def estimate_threshold(
     x: np.ndarray, scores: np.ndarray, level: float = 0.9, lo: float = 0.0, n_boot: int = 500, seed: int = 0
 ) -> Threshold:
@@ -94,4 +107,4 @@ def estimate_threshold(
             boots.append(c)
     method = "bootstrap over seeds" if scores.shape[0] > 1 else "bootstrap over points (one seed)"
     low, high = (float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))) if boots else (None, None)
-    return Threshold(est, low, high, level, x0, s, method)
+    return Threshold(est, low, high, level, x0, s, method, interpolated_crossing(x[ok], mean[ok], level))
