@@ -28,7 +28,6 @@ from pathlib import Path
 from typing import Callable
 
 import torch
-from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from assign_add import config as config_mod
@@ -151,12 +150,6 @@ def open_run(path: Path | str) -> RunDir:
 def save_checkpoint(model: torch.nn.Module, path: Path, step: int) -> None:
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata={"step": str(step)}))
-
-
-def checkpoint_step(path: Path) -> int | None:
-    with safe_open(str(path), framework="pt") as fh:
-        meta = fh.metadata() or {}
-    return int(meta["step"]) if "step" in meta else None
 
 
 def create_run_dir(

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from assign_add.config import QUERY_TYPES, ConfigError, TaskConfig
+from assign_add.config import ConfigError, TaskConfig
 from assign_add.task.partitions import Partitions, build_partitions
 from assign_add.task.vocab import Vocab
 
@@ -193,7 +193,3 @@ class Sampler:
         rng = np.random.default_rng([self.seed, step])
         return sample(rng, self.vocab, self.task, self.spec, size)
 
-
-def type_shares(batch: Batch) -> dict[str, float]:
-    counts = np.bincount(batch.category, minlength=4)
-    return {name: float(c / max(len(batch), 1)) for name, c in zip(QUERY_TYPES, counts)}
