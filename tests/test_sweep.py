@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from assign_add.config import ConfigError
-from assign_add.sweep.sweep import PRESETS, make_spec, run_sweep
+from assign_add.sweep.sweep import PRESETS, SweepProgress, make_spec, poll_progress, run_sweep, watch_parent
 from assign_add.sweep.threshold import estimate_threshold, logistic
 
 
@@ -50,6 +57,8 @@ def test_presets_and_bad_specs():
     assert PRESETS["r"]["score"] == "2var_union"
     spec = make_spec("r", None, None, 2, 100, None, [])
     assert spec.seeds == [42, 43] and spec.point_config(0.5, 43).task.r == 0.5
+    assert spec.point_config(0.5, 43).train.compile, "presets train with torch.compile"
+    assert not make_spec("f", None, None, 1, 100, None, ["train.compile=false"]).point_config(0.5, 42).train.compile
     with pytest.raises(ConfigError, match="task.f"):
         make_spec(None, "task.f", [0.5, 1.5], 1, 10, None, [])
     with pytest.raises(ConfigError, match="--preset"):
@@ -67,7 +76,11 @@ def _tiny_spec(steps: int = 30):
 
 def test_tiny_local_sweep_and_resume(tmp_path):
     spec = _tiny_spec()
-    summary = run_sweep(spec, tmp_path / "s", "local", workers=2)
+    seen: list[SweepProgress] = []
+    summary = run_sweep(spec, tmp_path / "s", "local", workers=2, progress=seen.append)
+    assert seen[-1] == SweepProgress(4 * 30, 4 * 30, 4, 4), "progress counts steps over all points"
+    assert all(a.steps_done <= b.steps_done for a, b in zip(seen, seen[1:]))
+    assert poll_progress(spec, tmp_path / "s", set()).steps_done == 120, "read from the runs' status files"
     assert [r["value"] for r in summary["rows"]] == [0.5, 0.9]
     assert all(len(r["per_seed"]) == 2 for r in summary["rows"])
     for name in ("sweep.json", "table.md", "figure.png", "spec.json"):
@@ -118,3 +131,57 @@ def test_ray_backend_equals_local(tmp_path):
     strip = lambda s: [{k: v for k, v in p.items() if k != "time"} for p in s["points"]]  # noqa: E731
     assert strip(local) == strip(remote)
     assert local["rows"] == remote["rows"]
+
+
+def test_watch_parent_fires_only_when_the_parent_is_gone():
+    orphaned, kept = threading.Event(), threading.Event()
+    watch_parent(os.getppid(), kept.set, interval=0.01)
+    watch_parent(-1, orphaned.set, interval=0.01)  # a parent this process does not have: "gone"
+    assert orphaned.wait(2.0)
+    time.sleep(0.1)
+    assert not kept.is_set()
+
+
+def _spawned_children(pid: int) -> list[int]:
+    kids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            cmd = (entry / "cmdline").read_bytes()
+        except (OSError, ValueError):
+            continue
+        if entry.name.isdigit() and int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmd:
+            kids.append(int(entry.name))
+    return kids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs /proc (Linux)")
+def test_killing_the_sweep_stops_its_workers(tmp_path):
+    """SIGTERM to the sweep process: its pool workers exit too, and the point stays resumable."""
+    cmd = [sys.executable, "-m", "assign_add.cli", "sweep", "--param", "task.f", "--values", "0.5,0.9",
+           "--steps", "100000", "--workers", "2", "--out", str(tmp_path / "s"), *TINY]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.time() + 120
+        status = tmp_path / "s" / "runs" / "task.f=0.5" / "seed-42" / "status.json"
+        while time.time() < deadline and not (status.is_file() and json.loads(status.read_text()).get("step")):
+            time.sleep(0.5)
+        workers = _spawned_children(proc.pid)
+        assert len(workers) == 2, "the sweep runs its points in two pool workers"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        deadline = time.time() + 30
+        while time.time() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.2)
+        assert not any(_alive(w) for w in workers), "workers outlive the killed sweep"
+    finally:
+        proc.kill()
+    assert json.loads(status.read_text())["state"] == "running"

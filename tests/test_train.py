@@ -112,3 +112,28 @@ def test_asking_for_cuda_without_it_is_a_clear_error(tmp_path):
     with pytest.raises(RunError, match="CUDA is not available"):
         train(small_paper_cfg("train.steps=5", "train.device=cuda"), tmp_path / "gpu")
     assert not (tmp_path / "gpu").exists()
+
+
+@pytest.mark.slow
+def test_compiled_training_matches_eager(tmp_path):
+    """train.compile=true runs the same engine through torch.compile: same model up to float rounding."""
+    base = ("train.steps=20", "train.eval_every=10", "train.batch_size=64", "train.threads=1")
+    eager = train(small_paper_cfg(*base), tmp_path / "eager")
+    compiled = train(small_paper_cfg(*base, "train.compile=true"), tmp_path / "compiled")
+    a = load_file(str(tmp_path / "eager" / "checkpoints" / "step_000020.safetensors"))
+    b = load_file(str(tmp_path / "compiled" / "checkpoints" / "step_000020.safetensors"))
+    for k in a:
+        assert torch.allclose(a[k], b[k], rtol=1e-3, atol=1e-4), k
+    assert compiled.final_metrics["train_loss"] == pytest.approx(eager.final_metrics["train_loss"], abs=1e-4)
+    assert (tmp_path / "compiled" / "config.toml").read_text().count("compile = true") == 1
+
+
+def test_compile_without_a_c_compiler_is_a_clear_error(monkeypatch):
+    import shutil
+
+    from assign_add.config import ConfigError
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError, match="train.compile"):
+        small_paper_cfg("train.compile=true")
+    assert small_paper_cfg("train.compile=false").train.compile is False

@@ -144,6 +144,22 @@ def bench_train(cfg: RunConfig, steps: int = 50) -> tuple[StepBench, StepBench]:
     return fast, base
 
 
+def bench_compile(cfg: RunConfig, steps: int = 50) -> tuple[StepBench, StepBench, float]:
+    """(eager engine, compiled engine, seconds the first compiled steps took) -- ``train.compile``."""
+    from assign_add.model.fast import compiled_answer_logits
+
+    eager_model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
+    eager = bench_step("engine", eager_model, lambda tok: fast_answer_logits(eager_model, tok), cfg, steps)
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
+    forward = compiled_answer_logits()
+    t0 = time.perf_counter()
+    tokens = torch.as_tensor(Sampler(cfg.task, cfg.train.seed).batch(0, cfg.train.batch_size).tokens)
+    forward(model, tokens).sum().backward()
+    warmup = time.perf_counter() - t0
+    compiled = bench_step("engine + torch.compile", model, lambda tok: forward(model, tok), cfg, steps)
+    return eager, compiled, warmup
+
+
 def bench_eval(cfg: RunConfig, repeats: int = 3) -> tuple[float, int]:
     """Seconds for one evaluation of the live sets (all but the 2-var union), and their size."""
     model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)

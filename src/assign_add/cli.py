@@ -356,15 +356,21 @@ def sweep_cmd(
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray)"),
 ) -> None:
     """Train one run per (value, seed); aggregate the score, fit the threshold, draw the figure."""
-    from rich.progress import Progress
+    from rich.progress import Progress, TimeElapsedColumn
 
-    from assign_add.sweep.sweep import make_spec, parse_values, run_sweep
+    from assign_add.sweep.sweep import SweepProgress, make_spec, parse_values, run_sweep
 
     spec = make_spec(sweep_preset, param, parse_values(values) if values else None, seeds, steps, score, overrides or [])
-    with Progress(console=err_console) as bar:
-        task = bar.add_task(f"sweep {spec.param}", total=len(spec.points()))
-        summary = run_sweep(spec, out, backend, workers, address,
-                            progress=lambda done, total, res: bar.update(task, completed=done))
+    columns = (*Progress.get_default_columns(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console) as bar:
+        points = len(spec.points())
+        task = bar.add_task(f"sweep {spec.param}: 0/{points} points", total=spec.steps * points)
+
+        def show(p: SweepProgress) -> None:  # training steps summed over all points
+            bar.update(task, completed=p.steps_done,
+                       description=f"sweep {spec.param}: {p.points_done}/{p.points_total} points")
+
+        summary = run_sweep(spec, out, backend, workers, address, progress=show)
     table = Table(spec.param, "2-var share", f"{spec.score} (mean)", "sd")
     for row in summary["rows"]:
         fmt = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
@@ -384,7 +390,7 @@ def sweep_cmd(
 @user_errors
 def bench_cmd(
     overrides: Optional[list[str]] = OverridesArg,
-    what: str = typer.Option("data,train,eval", "--what", help="comma-separated: data, train, eval, ensemble"),
+    what: str = typer.Option("data,train,eval", "--what", help="comma-separated: data, train, eval, compile, ensemble"),
     steps: int = typer.Option(50, "--steps", help="timed training steps per implementation"),
     preset: str = PresetOpt,
     config_file: Optional[Path] = ConfigOpt,
@@ -396,7 +402,7 @@ def bench_cmd(
 
     cfg = _resolve(preset, config_file, overrides)
     parts = {w.strip() for w in what.split(",")}
-    unknown = parts - {"data", "train", "eval", "ensemble"}
+    unknown = parts - {"data", "train", "eval", "compile", "ensemble"}
     if unknown:
         raise ConfigError("--what", f"unknown benchmark {', '.join(sorted(unknown))}")
     console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {cfg.train.batch_size}", highlight=False)
@@ -412,6 +418,11 @@ def bench_cmd(
         console.print(table)
         console.print(f"engine / straightforward: {fast.seq_per_s / base.seq_per_s:.1f}x", highlight=False)
         step_ms = fast.ms_per_step
+    if "compile" in parts:
+        eager, compiled, warmup = bench.bench_compile(cfg, steps)
+        console.print(f"engine: {eager.seq_per_s:,.0f} sequences/s; with torch.compile (train.compile=true): "
+                      f"{compiled.seq_per_s:,.0f} sequences/s, {compiled.seq_per_s / eager.seq_per_s:.2f}x "
+                      f"after {warmup:.0f} s compiling", highlight=False)
     if "ensemble" in parts:
         sequential, rates = bench.bench_ensemble(cfg)
         console.print(f"K runs one after another (plain engine): {sequential:,.0f} sequences/s", highlight=False)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import tomllib
 import types
 import typing
@@ -103,6 +104,7 @@ class TrainConfig:
     device: str = "auto"
     precision: str = "fp32"
     threads: int = 0
+    compile: bool = False  # torch.compile the training step's forward (faster for long runs; ~30 s to compile)
 
 
 @dataclass
@@ -230,6 +232,8 @@ def _validate_train(t: TrainConfig) -> None:
         raise ConfigError("train.device", f"must be auto, cpu, cuda or cuda:N, got {t.device!r}")
     if t.threads < 0:
         raise ConfigError("train.threads", f"must be >= 0 (0: torch default), got {t.threads}")
+    if t.compile and t.device in ("auto", "cpu") and shutil.which("cc") is None and shutil.which("gcc") is None:
+        raise ConfigError("train.compile", "torch.compile on a CPU needs a C compiler (cc/gcc); set train.compile=false")
 
 
 # --------------------------------------------------------------------------- (de)serialisation

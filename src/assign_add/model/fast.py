@@ -16,6 +16,8 @@ Logits and every parameter gradient match :class:`AssignAddTransformer` to float
 
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -188,6 +190,16 @@ def _two_layer_rows(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.
     z = torch.einsum("bgd,gde->bge", mixed, attn1.W_V)
     x_last = resid_last + torch.einsum("bge,ged->bd", z, attn1.W_O)
     return _mlp(block1.mlp, x_last) @ model.unembed.W_U
+
+
+def compiled_answer_logits() -> Callable[[AssignAddTransformer, torch.Tensor], torch.Tensor]:
+    """:func:`fast_answer_logits` through ``torch.compile`` (fixed shapes: one graph per run).
+
+    Fusing the engine's many small ops makes a training step about 1.7x faster on a CPU core;
+    the first call compiles (tens of seconds; inductor caches the result on disk).  Results equal
+    the eager engine's up to float rounding (test), and are reproducible on the same machine.
+    """
+    return torch.compile(fast_answer_logits, dynamic=False)
 
 
 def answer_loss(logits: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -29,10 +31,12 @@ from assign_add.task.generator import training_type_probs
 PRESETS = {
     # the authors' f sweep: training-pair fraction, scored on 0-var held-out accuracy
     "f": {"param": "task.f", "values": [round(float(v), 3) for v in np.linspace(0.06, 0.99, 20)],
-          "score": "0var_heldout_all", "steps": 10_000, "paper_threshold": 0.25, "chance": 1 / 59},
+          "score": "0var_heldout_all", "steps": 10_000, "paper_threshold": 0.25, "chance": 1 / 59,
+          "overrides": ["train.compile=true"]},
     # the authors' r sweep: kept fraction of 2-var rows at f = 0.7, scored on the exhaustive 2-var union
     "r": {"param": "task.r", "values": [round(float(v), 3) for v in np.linspace(0.01, 0.99, 20)],
-          "score": "2var_union", "steps": 20_000, "paper_threshold": 0.2, "chance": 1 / 59},
+          "score": "2var_union", "steps": 20_000, "paper_threshold": 0.2, "chance": 1 / 59,
+          "overrides": ["train.compile=true"]},
 }
 
 
@@ -69,6 +73,7 @@ def make_spec(preset_name: str | None, param: str | None, values: list[float] | 
         param, values = param or p["param"], values or p["values"]
         score, steps = score or p["score"], steps or p["steps"]
         paper, chance = p["paper_threshold"], p["chance"]
+        overrides = [*p["overrides"], *overrides]  # the user's overrides come last and win
     else:
         if not param or not values:
             raise ConfigError("--param", "give --param and --values, or a --preset (f or r)")
@@ -100,23 +105,74 @@ def run_point(spec_json: dict, root: str, value: float, seed: int) -> dict:
             "acc": final["acc"], "two_var_share": training_type_probs(cfg.task)[3], "time": final["time"]}
 
 
-Progress = Callable[[int, int, dict | None], None]
+@dataclass
+class SweepProgress:
+    """Combined progress of all points: training steps done (finished points count in full)."""
+
+    steps_done: int
+    steps_total: int
+    points_done: int
+    points_total: int
+
+
+Progress = Callable[[SweepProgress], None]
+POLL_SECONDS = 2.0
+
+
+def poll_progress(spec: SweepSpec, root: Path, finished: set[tuple[float, int]]) -> SweepProgress:
+    """Read each unfinished point's ``status.json`` (the step of its last saved state)."""
+    done = 0
+    for value, seed in spec.points():
+        if (value, seed) in finished:
+            done += spec.steps
+        else:
+            done += min(int(RunDir(spec.point_dir(root, value, seed)).status().get("step", 0)), spec.steps)
+    points = spec.points()
+    return SweepProgress(done, spec.steps * len(points), len(finished), len(points))
+
+
+def watch_parent(parent_pid: int, on_orphan: Callable[[], None] = lambda: os._exit(1),
+                 interval: float = 1.0) -> threading.Thread:
+    """Call ``on_orphan`` once the process that started this worker is gone.
+
+    A pool worker whose sweep was killed (SIGTERM, OOM killer) would otherwise train on unobserved;
+    its run directory stays resumable because every file is written atomically.
+    """
+    def loop() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(interval)
+        on_orphan()
+
+    thread = threading.Thread(target=loop, name="watch-parent", daemon=True)
+    thread.start()
+    return thread
+
+
+def _worker_init(parent_pid: int) -> None:
+    watch_parent(parent_pid)
 
 
 def run_local(spec: SweepSpec, root: Path, workers: int, progress: Progress | None = None) -> list[dict]:
-    from concurrent.futures import ProcessPoolExecutor, as_completed
     import multiprocessing as mp
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    todo = spec.points()
     results: list[dict] = []
-    ctx = mp.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
-        futures = [pool.submit(run_point, asdict(spec), str(root), v, s) for v, s in todo]
-        for i, fut in enumerate(as_completed(futures)):
-            res = fut.result()
-            results.append(res)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
+                               initializer=_worker_init, initargs=(os.getpid(),))
+    try:
+        pending = {pool.submit(run_point, asdict(spec), str(root), v, s) for v, s in spec.points()}
+        while pending:
+            done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
+            results.extend(fut.result() for fut in done)
             if progress:
-                progress(i + 1, len(todo), res)
+                progress(poll_progress(spec, root, {(r["value"], r["seed"]) for r in results}))
+    except BaseException:
+        # interrupted or a point failed: stop the other workers now (their runs stay resumable)
+        pool.shutdown(wait=False, cancel_futures=True)
+        for proc in list(getattr(pool, "_processes", {}).values()):
+            proc.terminate()
+        raise
+    pool.shutdown(wait=True)
     return results
 
 
@@ -134,14 +190,13 @@ def run_ray(spec: SweepSpec, root: Path, address: str | None, workers: int, prog
     try:
         remote = ray.remote(num_cpus=1)(run_point)
         refs = [remote.remote(asdict(spec), str(Path(root).resolve()), v, s) for v, s in spec.points()]
-        results = []
+        results: list[dict] = []
         pending = list(refs)
         while pending:
-            done, pending = ray.wait(pending, num_returns=1)
-            res = ray.get(done[0])
-            results.append(res)
-            if progress:
-                progress(len(results), len(refs), res)
+            done, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_SECONDS)
+            results.extend(ray.get(done))
+            if progress:  # on a remote cluster only finished points are visible here
+                progress(poll_progress(spec, root, {(r["value"], r["seed"]) for r in results}))
         return results
     finally:
         if started:
@@ -199,9 +254,8 @@ def write_outputs(spec: SweepSpec, root: Path, summary: dict) -> None:
     series = {f"seed {s}": [row["per_seed"].get(str(s)) for row in summary["rows"]] for s in spec.seeds}
     series["mean"] = [row["mean"] for row in summary["rows"]]
     markers = {}
-    if thr["estimate"] is not None:
-        fine = list(np.linspace(min(xs), max(xs), 100))
-        series_fit = list(logistic(np.asarray(fine), thr["x0"], thr["scale"], spec.chance))
+    if thr["estimate"] is not None:  # the fitted logistic, drawn at the swept values
+        series["logistic fit"] = list(logistic(np.asarray(xs, dtype=float), thr["x0"], thr["scale"], spec.chance))
         markers[f"threshold {thr['estimate']:.2f}"] = thr["estimate"]
     if spec.paper_threshold is not None:
         markers[f"paper {spec.paper_threshold}"] = spec.paper_threshold
@@ -209,8 +263,6 @@ def write_outputs(spec: SweepSpec, root: Path, summary: dict) -> None:
                                                       for k, vals in series.items()},
                  xlabel=spec.param, ylabel=spec.score, markers=markers, ylim=(0, 1.02))
     render(chart, root, "figure")
-    if thr["estimate"] is not None:
-        render(Line("fitted logistic", fine, {"fit": series_fit}, xlabel=spec.param, ylim=(0, 1.02)), root, "fit")
 
 
 def run_sweep(spec: SweepSpec, root: Path, backend: str = "local", workers: int | None = None,

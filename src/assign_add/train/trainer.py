@@ -23,7 +23,7 @@ from safetensors.torch import load_file, save_file
 
 from assign_add.config import RunConfig
 from assign_add.io import atomic_write
-from assign_add.model.fast import answer_loss, fast_answer_logits
+from assign_add.model.fast import answer_loss, compiled_answer_logits, fast_answer_logits
 from assign_add.model.hooked import AssignAddTransformer
 from assign_add.run import RunDir, RunError, config_differences, create_run_dir, save_checkpoint
 from assign_add.task.generator import Sampler
@@ -260,6 +260,7 @@ def train(
     writer, model, opt, start = open_for_training(cfg, out, resume, force, device)
     sampler = Sampler(cfg.task, t.seed, writer.run.partitions())
     autocast = autocast_for(cfg, device)
+    forward = compiled_answer_logits() if t.compile else fast_answer_logits
     if progress and start == 0:
         progress(0, t.steps, writer.last_record)
     end = t.steps if stop_after is None else min(t.steps, stop_after)
@@ -269,7 +270,7 @@ def train(
         tokens = torch.as_tensor(batch.tokens, device=device)
         answers = torch.as_tensor(batch.answers, device=device)
         with autocast:
-            logits = fast_answer_logits(model, tokens)
+            logits = forward(model, tokens)
         loss = answer_loss(logits, answers)
         opt.zero_grad(set_to_none=True)
         loss.backward()
