@@ -80,7 +80,7 @@ def test_tiny_local_sweep_and_resume(tmp_path):
     summary = run_sweep(spec, tmp_path / "s", "local", workers=2, progress=seen.append)
     assert seen[-1] == SweepProgress(4 * 30, 4 * 30, 4, 4), "progress counts steps over all points"
     assert all(a.steps_done <= b.steps_done for a, b in zip(seen, seen[1:]))
-    assert poll_progress(spec, tmp_path / "s", set()).steps_done == 120, "read from the runs' status files"
+    assert poll_progress(spec, tmp_path / "s", []).steps_done == 120, "read from the runs' status files"
     assert [r["value"] for r in summary["rows"]] == [0.5, 0.9]
     assert all(len(r["per_seed"]) == 2 for r in summary["rows"])
     for name in ("sweep.json", "table.md", "figure.png", "spec.json"):

@@ -152,8 +152,8 @@ def bench_compile(cfg: RunConfig, steps: int = 50) -> tuple[StepBench, StepBench
     eager = bench_step("engine", eager_model, lambda tok: fast_answer_logits(eager_model, tok), cfg, steps)
     model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
     forward = compiled_answer_logits()
-    t0 = time.perf_counter()
     tokens = torch.as_tensor(Sampler(cfg.task, cfg.train.seed).batch(0, cfg.train.batch_size).tokens)
+    t0 = time.perf_counter()
     forward(model, tokens).sum().backward()
     warmup = time.perf_counter() - t0
     compiled = bench_step("engine + torch.compile", model, lambda tok: forward(model, tok), cfg, steps)

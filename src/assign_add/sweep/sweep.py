@@ -119,15 +119,16 @@ Progress = Callable[[SweepProgress], None]
 POLL_SECONDS = 2.0
 
 
-def poll_progress(spec: SweepSpec, root: Path, finished: set[tuple[float, int]]) -> SweepProgress:
-    """Read each unfinished point's ``status.json`` (the step of its last saved state)."""
+def poll_progress(spec: SweepSpec, root: Path, results: list[dict]) -> SweepProgress:
+    """Finished points (``results``) count in full; the others by their ``status.json`` step."""
+    finished = {(r["value"], r["seed"]) for r in results}
+    points = spec.points()
     done = 0
-    for value, seed in spec.points():
+    for value, seed in points:
         if (value, seed) in finished:
             done += spec.steps
         else:
             done += min(int(RunDir(spec.point_dir(root, value, seed)).status().get("step", 0)), spec.steps)
-    points = spec.points()
     return SweepProgress(done, spec.steps * len(points), len(finished), len(points))
 
 
@@ -165,7 +166,7 @@ def run_local(spec: SweepSpec, root: Path, workers: int, progress: Progress | No
             done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
             results.extend(fut.result() for fut in done)
             if progress:
-                progress(poll_progress(spec, root, {(r["value"], r["seed"]) for r in results}))
+                progress(poll_progress(spec, root, results))
     except BaseException:
         # interrupted or a point failed: stop the other workers now (their runs stay resumable)
         pool.shutdown(wait=False, cancel_futures=True)
@@ -196,7 +197,7 @@ def run_ray(spec: SweepSpec, root: Path, address: str | None, workers: int, prog
             done, pending = ray.wait(pending, num_returns=len(pending), timeout=POLL_SECONDS)
             results.extend(ray.get(done))
             if progress:  # on a remote cluster only finished points are visible here
-                progress(poll_progress(spec, root, {(r["value"], r["seed"]) for r in results}))
+                progress(poll_progress(spec, root, results))
         return results
     finally:
         if started:
