@@ -345,7 +345,7 @@ def reproduce_cmd(
 def sweep_cmd(
     overrides: Optional[list[str]] = OverridesArg,
     out: Path = typer.Option(..., "--out", help="sweep folder, e.g. sweeps/f"),
-    sweep_preset: Optional[str] = typer.Option(None, "--preset", help="the authors' sweeps: f or r"),
+    sweep_preset: Optional[str] = typer.Option(None, "--preset", help="f or r (the authors' protocol: 30,000 steps), f-short or r-short (smoke runs)"),
     param: Optional[str] = typer.Option(None, "--param", help="dotted config field to sweep, e.g. task.f"),
     values: Optional[str] = typer.Option(None, "--values", help="comma-separated values"),
     seeds: int = typer.Option(1, "--seeds", help="seeds per value (42, 43, ...)"),
@@ -358,7 +358,9 @@ def sweep_cmd(
     """Train one run per (value, seed); aggregate the score, fit the threshold, draw the figure."""
     from rich.progress import Progress, TimeElapsedColumn
 
-    from assign_add.sweep.sweep import SweepProgress, make_spec, parse_values, run_sweep
+    from assign_add.sweep.backends import SweepProgress
+    from assign_add.sweep.spec import make_spec, parse_values
+    from assign_add.sweep.sweep import run_sweep
 
     spec = make_spec(sweep_preset, param, parse_values(values) if values else None, seeds, steps, score, overrides or [])
     columns = (*Progress.get_default_columns(), TimeElapsedColumn())

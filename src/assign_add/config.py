@@ -99,6 +99,9 @@ class TrainConfig:
     beta1: float = 0.9
     beta2: float = 0.999
     eval_every: int = 100
+    # curated sets evaluated every eval_every steps (empty: every set but the 2-var union);
+    # the last step always evaluates every set
+    eval_sets: list[str] = field(default_factory=list)
     checkpoint_every: int = 0
     state_every: int = 500
     device: str = "auto"

@@ -89,6 +89,17 @@ def _nonempty(spec: SamplingSpec) -> bool:
     )
 
 
+def set_names(task: TaskConfig, parts: Partitions) -> list[str]:
+    """Names of the curated sets a run of ``task`` has (without building them)."""
+    names = [d.name for d in pool_definitions(task, parts)]
+    if len(parts.heldout_pairs):
+        names.append("0var_heldout_all")
+    if len(parts.heldout_pairs) * len(parts.allowed_var_pairs) + len(parts.train_pairs) * (
+            len(parts.one_forbidden_var_pairs) + len(parts.two_forbidden_var_pairs)):
+        names.append("2var_union")
+    return names
+
+
 def build_pools(task: TaskConfig, parts: Partitions) -> dict[str, Batch]:
     vocab = Vocab.from_task(task)
     out = {}

@@ -154,6 +154,17 @@ def _norms(model: torch.nn.Module) -> tuple[dict, dict]:
     return weights, grads
 
 
+def live_sets(all_sets: dict, names: list[str], root: Path) -> dict:
+    """The sets evaluated during training: ``names``, or every set but the 2-var union."""
+    if not names:
+        return {k: v for k, v in all_sets.items() if k != "2var_union"}
+    unknown = [n for n in names if n not in all_sets]
+    if unknown:
+        raise RunError(f"{root}: train.eval_sets names unknown set(s) {', '.join(unknown)} "
+                       f"(known: {', '.join(all_sets)})")
+    return {n: all_sets[n] for n in names}
+
+
 class RunWriter:
     """One run's bookkeeping: evaluation records, checkpoints, optimiser state, status, log."""
 
@@ -162,7 +173,7 @@ class RunWriter:
         self.cfg = cfg
         all_sets = run.eval_sets()
         self.final_sets = all_sets
-        self.live_sets = {k: v for k, v in all_sets.items() if k != "2var_union"}
+        self.live_sets = live_sets(all_sets, cfg.train.eval_sets, run.root)
         self.schedule = set(checkpoint_schedule(cfg.train.steps, cfg.train.checkpoint_every))
         self.loss_sum, self.loss_count = 0.0, 0
         self.t0 = time.perf_counter() - elapsed_before
@@ -221,8 +232,23 @@ class RunWriter:
             self.run.set_status(state="complete", step=end)
 
 
+def check_eval_sets(cfg: RunConfig) -> None:
+    """``train.eval_sets`` must name sets this task has (checked before anything is written)."""
+    from assign_add.config import ConfigError
+    from assign_add.task.evalsets import set_names
+    from assign_add.task.partitions import build_partitions
+
+    if not cfg.train.eval_sets:
+        return
+    known = set_names(cfg.task, build_partitions(cfg.task))
+    unknown = [n for n in cfg.train.eval_sets if n not in known]
+    if unknown:
+        raise ConfigError("train.eval_sets", f"unknown set(s) {', '.join(unknown)}; this task has {', '.join(known)}")
+
+
 def open_for_training(cfg: RunConfig, out: Path, resume: bool, force: bool, device: torch.device):
     """(writer, model, optimiser, start step) for a new or resumed run."""
+    check_eval_sets(cfg)
     run, resuming = prepare_run_dir(out, cfg, resume, force)
     model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed).to(device)
     opt = make_optimizer(model, cfg)
