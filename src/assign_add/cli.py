@@ -12,13 +12,14 @@ import sys
 from pathlib import Path
 from typing import Callable, Optional
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from assign_add import config as config_mod
 from assign_add.config import ConfigError, RunConfig
+from assign_add.io import DataFileError
+from assign_add.lock import LockedError
 from assign_add.run import RunError
 from assign_add.task.vocab import TextFormError
 
@@ -30,19 +31,43 @@ app = typer.Typer(
 console = Console()
 err_console = Console(stderr=True)
 
-USER_ERRORS = (ConfigError, TextFormError, RunError)
+USER_ERRORS = (ConfigError, TextFormError, RunError, LockedError, DataFileError)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def user_errors(fn: Callable) -> Callable:
+    """One ``error:`` line and exit 2 for a user's mistake; exit 130 with a hint on Ctrl-C."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             return fn(*args, **kwargs)
         except USER_ERRORS as exc:
-            err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-            raise typer.Exit(2) from None
+            _fail(_one_line(exc))
+        except OSError as exc:
+            if exc.filename is None:  # not about a path the user gave: a bug, keep the traceback
+                raise
+            _fail(f"{exc.filename}: {exc.strerror or type(exc).__name__}")
+        except KeyboardInterrupt:
+            hint = INTERRUPT_HINTS.get(fn.__name__, "")
+            err_console.print(f"interrupted{'; ' + hint if hint else ''}", highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
 
     return wrapper
+
+
+def _fail(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2) from None
+
+
+INTERRUPT_HINTS = {
+    "train_cmd": "the run keeps its last saved state: continue it with the same command and --resume",
+    "sweep_cmd": "finished points are kept: run the same command again to resume the others",
+    "reproduce_cmd": "finished runs are kept: run the same command again to resume",
+}
 
 
 PresetOpt = typer.Option("paper", "--preset", help="named configuration: paper (the authors') or tiny")
@@ -126,7 +151,8 @@ def train_cmd(
     preset: str = PresetOpt,
     config_file: Optional[Path] = ConfigOpt,
     resume: bool = typer.Option(False, "--resume", help="continue an interrupted run in --out"),
-    force: bool = typer.Option(False, "--force", help="delete what --out holds and start over"),
+    force: bool = typer.Option(False, "--force", help="delete the run in --out (only a run directory of ours: "
+                               "its config, data, metrics, checkpoints, state, analysis) and start over"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
 ) -> None:
     """Train a model; writes config, data partitions, metrics, checkpoints and a log to --out."""
@@ -147,7 +173,14 @@ class _TrainProgress:
     KEYS = ("0var_heldout", "1var_heldout", "2var_heldout", "1var_forbidden")
 
     def __init__(self, enabled: bool) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self.enabled = enabled
         self.progress = Progress(
@@ -180,7 +213,8 @@ class _TrainProgress:
 def import_paper_cmd(
     paths: list[Path] = typer.Argument(..., help="checkpoint files or folders (e.g. ../shared/paper-artifacts/checkpoints)"),
     out: Path = typer.Option(..., "--out", help="run directory to create"),
-    force: bool = typer.Option(False, "--force", help="replace an existing --out"),
+    force: bool = typer.Option(False, "--force", help="replace --out if it is a run directory of ours "
+                               "(never a folder with other files)"),
     final_step: int = typer.Option(40_000, "--final-step", help="step of model_state_dict.pth"),
 ) -> None:
     """Import the authors' TransformerLens 2.x checkpoints (.pth) as a run directory."""
@@ -219,50 +253,24 @@ def eval_cmd(
 def predict_cmd(
     run_dir: Path = typer.Argument(..., help="run directory"),
     prompt: Optional[str] = typer.Argument(None, help='e.g. "c=1, b=17, b+19="'),
-    file: Optional[Path] = typer.Option(None, "--file", help="one prompt per line"),
+    file: Optional[Path] = typer.Option(None, "--file", help="one prompt per line (streamed, any size)"),
     step: Optional[int] = typer.Option(None, "--step", help="checkpoint step (default: the last)"),
     top: int = typer.Option(3, "--top", help="how many of the most probable answers to show"),
     as_json: bool = typer.Option(False, "--json", help="JSON lines output"),
 ) -> None:
     """The model's answer and top probabilities for prompts in the text form."""
-    import torch
-
+    from assign_add.predict import file_prompts, predict
     from assign_add.run import open_run
-    from assign_add.task.vocab import parse_text, prompt_to_tokens
 
     if (prompt is None) == (file is None):
         raise RunError("give exactly one of PROMPT or --file")
-    if file is not None and not file.is_file():
-        raise RunError(f"{file}: no such file")
-    lines = [prompt] if prompt is not None else [ln.strip() for ln in file.read_text().splitlines() if ln.strip()]  # type: ignore[union-attr]
-    run = open_run(run_dir)
-    model = run.load_model(step)
-    vocab = model.vocab
-    parsed = []
-    for i, text in enumerate(lines):
-        try:
-            parsed.append(parse_text(text, vocab))
-        except TextFormError as exc:
-            where = f"line {i + 1}: " if file is not None else ""
-            raise TextFormError(f"{where}{exc}") from None
-    tokens = torch.as_tensor(np.stack([prompt_to_tokens(p, vocab) for p in parsed]))
-    with torch.no_grad():
-        probs = torch.softmax(model.answer_logits(tokens), dim=-1)
-    top = max(1, min(top, probs.shape[-1]))
-    values, indices = probs.topk(top, dim=-1)
-    for text, p, v, ix in zip(lines, parsed, values, indices):
-        row = {
-            "prompt": text,
-            "answer": int(ix[0]),
-            "expected": p.answer(vocab.modulus),
-            "top": [{"answer": int(a), "prob": round(float(q), 6)} for a, q in zip(ix, v)],
-        }
-        if as_json:
-            sys.stdout.write(json.dumps(row) + "\n")
-        else:
-            tops = ", ".join(f"{t['answer']} ({t['prob']:.3f})" for t in row["top"])
-            mark = "✓" if row["answer"] == row["expected"] else f"✗ expected {row['expected']}"
-            console.print(f"{text} {row['answer']}   {mark}   top: {tops}", highlight=False)
+    if top < 1:
+        raise ConfigError("--top", f"must be >= 1, got {top}")
+    model = open_run(run_dir).load_model(step)
+    prompts = [(1, prompt)] if prompt is not None else file_prompts(file)  # type: ignore[arg-type]
+    out = sys.stdout
+    for pred in predict(model, prompts, top, where=f"{file} " if file is not None else ""):
+        out.write((json.dumps(pred.to_json()) if as_json else pred.to_text()) + "\n")
 
 
 @app.command("analyze")
@@ -360,8 +368,11 @@ def sweep_cmd(
 
     from assign_add.sweep.backends import SweepProgress
     from assign_add.sweep.spec import make_spec, parse_values
+    from assign_add.sweep.summary import threshold_lines
     from assign_add.sweep.sweep import run_sweep
 
+    if workers is not None and workers < 1:
+        raise ConfigError("--workers", f"must be >= 1, got {workers}")
     spec = make_spec(sweep_preset, param, parse_values(values) if values else None, seeds, steps, score, overrides or [])
     columns = (*Progress.get_default_columns(), TimeElapsedColumn())
     with Progress(*columns, console=err_console) as bar:
@@ -373,16 +384,17 @@ def sweep_cmd(
                        description=f"sweep {spec.param}: {p.points_done}/{p.points_total} points")
 
         summary = run_sweep(spec, out, backend, workers, address, progress=show)
-    table = Table(spec.param, "2-var share", f"{spec.score} (mean)", "sd")
+    table = Table(spec.param, "2-var share", f"{spec.score} (mean)", "sd", f"at {spec.steps // 3:,}",
+                  f"at {2 * spec.steps // 3:,}", "converged")
+    fmt = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
     for row in summary["rows"]:
-        fmt = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
-        table.add_row(str(row["value"]), fmt(row["two_var_share"]), fmt(row["mean"]), fmt(row["sd"]))
+        conv = "—" if row["converged"] is None else ("yes" if row["converged"] else "no")
+        table.add_row(f"{row['value']:.4g}", fmt(row["two_var_share"]), fmt(row["mean"]), fmt(row["sd"]),
+                      fmt(row["at_third"]), fmt(row["at_two_thirds"]), conv)
     console.print(table)
-    thr = summary["threshold"]
-    if thr["estimate"] is not None:
-        console.print(f"threshold ({thr['level']:.0%} crossing): {thr['estimate']:.3f} "
-                      f"[{thr['low']}, {thr['high']}] ({thr['method']}); paper: {spec.paper_threshold}", highlight=False)
-    console.print(f"wrote {Path(out) / 'sweep.json'}, table.md, figure.png", highlight=False)
+    for line in threshold_lines(spec, summary):
+        console.print(line.replace("**", ""), highlight=False)
+    console.print(f"wrote {Path(out) / 'sweep.json'}, table.md, figure.png, curves.png", highlight=False)
 
 
 # --------------------------------------------------------------------------- benchmark
@@ -403,6 +415,8 @@ def bench_cmd(
     from assign_add import bench
 
     cfg = _resolve(preset, config_file, overrides)
+    if steps < 1:
+        raise ConfigError("--steps", f"must be >= 1, got {steps}")
     parts = {w.strip() for w in what.split(",")}
     unknown = parts - {"data", "train", "eval", "compile", "ensemble"}
     if unknown:

@@ -153,6 +153,9 @@ QUERY_LENGTH = 4
 
 
 def _validate_task(t: TaskConfig) -> None:
+    _check_finite("task", t)
+    _check_finite("task.mixture", t.mixture)
+    _check_seeds("task", t, ("split_seed", "eval_seed"))
     if not isinstance(t.modulus, int) or t.modulus < 2:
         raise ConfigError("task.modulus", f"must be an integer >= 2, got {t.modulus!r}")
     if t.layout not in LAYOUTS:
@@ -207,6 +210,7 @@ def _validate_task(t: TaskConfig) -> None:
 
 
 def _validate_model(m: ModelConfig) -> None:
+    _check_finite("model", m)
     for name in ("n_layers", "n_heads", "d_model", "d_head", "d_mlp"):
         if getattr(m, name) < 1:
             raise ConfigError(f"model.{name}", f"must be >= 1, got {getattr(m, name)}")
@@ -216,7 +220,24 @@ def _validate_model(m: ModelConfig) -> None:
         raise ConfigError("model.init_scale", f"must be > 0, got {m.init_scale}")
 
 
+def _check_finite(section: str, obj: Any) -> None:
+    """NaN or infinity in any float field is an error naming the field."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ConfigError(f"{section}.{f.name}", f"must be a finite number, got {value}")
+
+
+def _check_seeds(section: str, obj: Any, names: tuple[str, ...]) -> None:
+    for name in names:
+        value = getattr(obj, name)
+        if not (0 <= value < 2**63):
+            raise ConfigError(f"{section}.{name}", f"must be an integer in [0, 2^63), got {value}")
+
+
 def _validate_train(t: TrainConfig) -> None:
+    _check_finite("train", t)
+    _check_seeds("train", t, ("seed",))
     for name in ("steps", "batch_size", "eval_every", "state_every"):
         if getattr(t, name) < 1:
             raise ConfigError(f"train.{name}", f"must be >= 1, got {getattr(t, name)}")
@@ -356,7 +377,11 @@ def load(path: Path) -> RunConfig:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(str(path), "config file not found")
-    return loads(path.read_text(), source=str(path))
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(str(path), f"not UTF-8 text (byte {exc.start}); a config file is TOML") from None
+    return loads(text, source=str(path))
 
 
 def resolve(preset_name: str = "paper", config_file: Path | None = None, overrides: list[str] | None = None) -> RunConfig:

@@ -15,7 +15,14 @@ import torch
 
 from assign_add.config import RunConfig, preset
 from assign_add.model.hooked import AssignAddTransformer, HookedConfig
-from assign_add.run import RunDir, RunError, create_run_dir, save_checkpoint
+from assign_add.run import (
+    RunDir,
+    RunError,
+    check_out_path,
+    check_replaceable,
+    create_run_dir,
+    save_checkpoint,
+)
 from assign_add.task.vocab import Vocab
 
 STEP_RE = re.compile(r"checkpoint_step_(\d+)\.pth$")
@@ -38,6 +45,8 @@ def convert_state_dict(sd: dict[str, torch.Tensor], source: str, model: AssignAd
     out = {}
     expected = model.state_dict()
     for key, value in sd.items():
+        if not isinstance(value, torch.Tensor):
+            raise RunError(f"{source}: {key} is a {type(value).__name__}, not a tensor; not a model state dict")
         if DROP_KEYS.search(key):
             continue
         if ZERO_KEYS.search(key) and key not in expected:
@@ -78,8 +87,14 @@ def import_paper(paths: list[Path], out: Path, force: bool = False, final_step: 
             raise RunError(f"{f} and {steps[s]} both give step {s}")
         steps[s] = f
     out = Path(out)
-    if out.exists() and any(out.iterdir()) and not force:
-        raise RunError(f"{out} already exists; choose another --out or pass --force")
+    if final_step < 1:
+        raise RunError(f"--final-step: must be >= 1, got {final_step}")
+    check_out_path(out)
+    if force:
+        check_replaceable(out)
+    elif out.exists() and any(out.iterdir()):
+        hint = "pass --force to replace it" if RunDir(out).exists() else "choose another --out"
+        raise RunError(f"{out} already exists; {hint}")
     model = AssignAddTransformer(HookedConfig.build(cfg.model, cfg.task), Vocab.from_task(cfg.task))
     converted = {}
     for s, f in sorted(steps.items()):
@@ -97,4 +112,6 @@ def import_paper(paths: list[Path], out: Path, force: bool = False, final_step: 
             save_checkpoint(model, staged.checkpoint_path(s), s)
 
     status = {"state": "complete", "step": max(steps), "source": "paper-import"}
-    return create_run_dir(out, cfg, status, populate=write_checkpoints)
+    run, lock = create_run_dir(out, cfg, status, populate=write_checkpoints, replace=force)
+    lock.release()
+    return run

@@ -13,13 +13,16 @@
       state.safetensors      latest optimiser state, for --resume
       train.log              human-readable log
 
-A directory is created complete or not at all: it is assembled under a temporary name and
-renamed into place.
+A directory is created complete or not at all: it is assembled under a temporary name, locked
+(:mod:`assign_add.lock`) and renamed into place, so it is never visible unlocked or half-written.
+``--force`` replaces only a directory that is a run of ours (:func:`check_replaceable`).
 """
 
 from __future__ import annotations
 
+import glob
 import json
+import os
 import re
 import shutil
 import tempfile
@@ -33,6 +36,7 @@ from safetensors.torch import load_file, save_file
 from assign_add import config as config_mod
 from assign_add.config import RunConfig
 from assign_add.io import atomic_write, atomic_write_json, read_jsonl
+from assign_add.lock import RunLock, is_locked
 from assign_add.model.hooked import AssignAddTransformer, HookedConfig
 from assign_add.task.evalsets import build_eval_sets, load_eval_sets, save_eval_sets
 from assign_add.task.generator import Batch
@@ -100,7 +104,13 @@ class RunDir:
     def status(self) -> dict:
         if not self.status_path.is_file():
             return {}
-        return json.loads(self.status_path.read_text())
+        try:
+            status = json.loads(self.status_path.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            raise RunError(f"{self.status_path}: corrupt (not JSON); the run directory is damaged") from None
+        if not isinstance(status, dict):
+            raise RunError(f"{self.status_path}: corrupt (expected a JSON object)")
+        return status
 
     def set_status(self, **fields) -> None:
         status = self.status()
@@ -117,7 +127,12 @@ class RunDir:
         return read_jsonl(self.metrics_path)
 
     def eval_sets(self) -> dict[str, Batch]:
-        return load_eval_sets(self.evalsets_path)
+        if not self.evalsets_path.is_file():
+            raise RunError(f"{self.evalsets_path}: missing; the run directory is damaged")
+        try:
+            return load_eval_sets(self.evalsets_path)
+        except Exception as exc:  # noqa: BLE001 - any unreadable archive is a damaged run
+            raise RunError(f"{self.evalsets_path}: unreadable ({type(exc).__name__}); the run directory is damaged") from None
 
     def partitions(self) -> Partitions:
         return build_partitions(self.config().task)
@@ -136,7 +151,7 @@ class RunDir:
             raise RunError(f"{self.root} has no checkpoint at step {step} (nearest: {near})")
         cfg = self.config()
         model = AssignAddTransformer(HookedConfig.build(cfg.model, cfg.task), Vocab.from_task(cfg.task))
-        model.load_state_dict(load_file(str(self.checkpoint_path(step))))
+        model.load_state_dict(read_checkpoint(self.checkpoint_path(step)))
         return model.to(device).eval()
 
 
@@ -152,15 +167,77 @@ def save_checkpoint(model: torch.nn.Module, path: Path, step: int) -> None:
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata={"step": str(step)}))
 
 
+def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
+    """A checkpoint's tensors, or a one-line :class:`RunError` if the file is truncated or corrupt."""
+    try:
+        return load_file(str(path))
+    except Exception as exc:  # noqa: BLE001 - safetensors raises several types for a damaged file
+        raise RunError(f"{path}: unreadable checkpoint ({type(exc).__name__}: {str(exc)[:80]})") from None
+
+
+# Entries a run directory of ours may hold (anything else makes --force refuse).
+RUN_ENTRIES = {"config.toml", "status.json", "data", "metrics.jsonl", "evals.jsonl", "checkpoints",
+               "state.safetensors", "train.log", "analysis.json", "analysis_inputs.npz", "figures", ".lock"}
+
+
+def check_replaceable(out: Path) -> None:
+    """Refuse (one line) unless ``--force`` may delete ``out``: absent, empty, or a run of ours.
+
+    Never the current directory or one of its parents; never a folder with files we did not write.
+    """
+    out = Path(out)
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise RunError(f"--force: {out} is a file, not a run directory; refusing to delete it")
+    here = Path.cwd().resolve()
+    if out.resolve() == here or out.resolve() in here.parents:
+        raise RunError(f"--force: {out} is the current directory or a parent of it; refusing to delete it")
+    entries = [p.name for p in out.iterdir() if not (p.name.startswith(".") and p.name.endswith(".tmp"))]
+    if not entries:
+        return
+    if not (out / "config.toml").is_file() or not (out / "status.json").is_file():
+        raise RunError(f"--force: {out} is not a run directory (no config.toml/status.json); refusing to delete it")
+    foreign = sorted(set(entries) - RUN_ENTRIES)
+    if foreign:
+        raise RunError(f"--force: {out} holds files that are not part of a run ({', '.join(foreign[:3])}); "
+                       "refusing to delete it")
+
+
+def check_out_path(out: Path) -> None:
+    """A one-line error when ``out`` cannot be a directory we create (a file, under a file, read-only)."""
+    out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise RunError(f"--out {out}: is a file")
+    parent = out
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise RunError(f"--out {out}: {parent} is a file, not a directory")
+    if not os.access(parent if parent != out else out, os.W_OK | os.X_OK):
+        raise RunError(f"--out {out}: {parent} is not writable")
+
+
 def create_run_dir(
-    root: Path, cfg: RunConfig, status: dict, populate: Callable[[RunDir], None] | None = None
-) -> RunDir:
-    """Write config, partitions, evaluation sets (and ``populate``'s files) under a temporary name, then rename."""
+    root: Path, cfg: RunConfig, status: dict, populate: Callable[[RunDir], None] | None = None,
+    replace: bool = False,
+) -> tuple[RunDir, RunLock]:
+    """Write config, partitions, evaluation sets (and ``populate``'s files) under a temporary name,
+    lock it, and rename it into place; returns the run and its held lock (release it when done).
+
+    ``replace``: ``root`` may hold a run (the caller checked it with :func:`check_replaceable`); it is
+    locked, moved aside and deleted only once the new run is in place.
+    """
     root = Path(root)
+    check_out_path(root)
     root.parent.mkdir(parents=True, exist_ok=True)
+    _remove_orphan_dirs(root)
+    old_lock = RunLock(root) if replace and root.is_dir() and any(root.iterdir()) else None
     tmp = Path(tempfile.mkdtemp(prefix=f".{root.name}.", suffix=".tmp", dir=root.parent))
+    lock = None
     try:
         tmp.chmod(0o755)
+        lock = RunLock(tmp)  # the lock file travels with the directory when it is renamed
         staged = RunDir(tmp)
         config_mod.save(cfg, staged.config_path)
         parts = build_partitions(cfg.task)
@@ -170,13 +247,34 @@ def create_run_dir(
         atomic_write_json(staged.status_path, status)
         if populate is not None:
             populate(staged)
-        if root.exists():
-            shutil.rmtree(root)
-        tmp.rename(root)
+        trash = None
+        if old_lock is not None:
+            trash = root.parent / f".{root.name}.replaced.{os.getpid()}.tmp"
+            root.rename(trash)
+        try:
+            tmp.rename(root)  # replaces an empty directory; fails if a run appeared meanwhile
+        except OSError:
+            if trash is not None:
+                trash.rename(root)
+            raise RunError(f"{root} was created by another process meanwhile; nothing written") from None
+        if trash is not None:
+            shutil.rmtree(trash, ignore_errors=True)
     except BaseException:
+        if lock is not None:
+            lock.release()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    return RunDir(root)
+    finally:
+        if old_lock is not None:
+            old_lock.release()
+    return RunDir(root), lock
+
+
+def _remove_orphan_dirs(root: Path) -> None:
+    """Remove ``.NAME.*.tmp`` directories beside ``root`` left by creators that were killed."""
+    for tmp in root.parent.glob(f".{glob.escape(root.name)}.*.tmp"):
+        if tmp.is_dir() and not is_locked(tmp):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def config_differences(a: RunConfig, b: RunConfig) -> list[str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from assign_add.analysis.charts import Bars, Chart, Heat, Line, render
+from assign_add.charts import Bars, Chart, Heat, Line, render
 
 CURVE_SETS = ("0var_train", "0var_heldout", "1var_train", "1var_heldout", "2var_heldout",
               "1var_forbidden", "2var_forbidden1", "2var_forbidden2", "1var_b_right")

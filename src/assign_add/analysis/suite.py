@@ -15,9 +15,19 @@ from typing import Callable
 
 import numpy as np
 
-from assign_add.analysis import attention, causal, dynamics, fourier, gradients, probes, representation, weights
+from assign_add.analysis import (
+    attention,
+    causal,
+    dynamics,
+    fourier,
+    gradients,
+    probes,
+    representation,
+    weights,
+)
 from assign_add.config import ConfigError
 from assign_add.io import atomic_write_json
+from assign_add.lock import run_lock
 from assign_add.run import RunDir, RunError
 from assign_add.task.generator import Batch, Sampler
 from assign_add.task.vocab import Vocab
@@ -46,12 +56,18 @@ def accuracy_records(run: RunDir, steps: list[int]) -> tuple[list[dict], str]:
     if metrics:
         return metrics, "metrics.jsonl"
     names = list(_pools(run.eval_sets()))
-    return evaluate_checkpoints(run, steps, names), "checkpoints"
+    return evaluate_checkpoints(run, steps, names, lock=False), "checkpoints"
 
 
 def analyze(
     run: RunDir, only: list[str] | None = None, steps: list[int] | None = None, progress: Progress | None = None
 ) -> dict:
+    """Every analysis in ``only`` (default all); holds the run's lock while it reads and writes."""
+    with run_lock(run.root):
+        return _analyze(run, only, steps, progress)
+
+
+def _analyze(run: RunDir, only: list[str] | None, steps: list[int] | None, progress: Progress | None) -> dict:
     only = list(ANALYSES) if not only else only
     unknown = [a for a in only if a not in ANALYSES]
     if unknown:
@@ -133,7 +149,7 @@ def analyze(
         tick("causal", 1, 1)
     if "dynamics" in only:
         final_sets = {k: sets[k] for k in ("0var_heldout_all", "2var_union") if k in sets}
-        final_acc = evaluate_checkpoints(run, [final], list(final_sets))[0]["acc"] if final_sets else {}
+        final_acc = evaluate_checkpoints(run, [final], list(final_sets), lock=False)[0]["acc"] if final_sets else {}
         out["dynamics"]["final_exhaustive"] = {"step": final, **final_acc}
     out["seconds"] = round(time.perf_counter() - t0, 2)
     atomic_write_json(run.root / "analysis.json", _clean(out))

@@ -14,7 +14,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assign_add.io import atomic_write_text
-from assign_add.report.claims import BY_ID, CLAIMS, HOLDS, NOT_MEASURED, Aggregate, ClaimResult
+from assign_add.report.claims import (
+    BY_ID,
+    CLAIMS,
+    HOLDS,
+    NOT_MEASURED,
+    Aggregate,
+    ClaimResult,
+)
 
 # Which figures illustrate which claim (figure names from analysis/figures.py).
 CLAIM_FIGURES = {

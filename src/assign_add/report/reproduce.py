@@ -23,9 +23,14 @@ from assign_add.analysis.suite import analyze, load_analysis
 from assign_add.config import ConfigError, RunConfig, preset
 from assign_add.io import atomic_write_json
 from assign_add.paper import import_paper
-from assign_add.report.claims import NOT_MEASURED, ClaimResult, aggregate, evaluate_claims
+from assign_add.report.claims import (
+    NOT_MEASURED,
+    ClaimResult,
+    aggregate,
+    evaluate_claims,
+)
 from assign_add.report.render import Source, write_report
-from assign_add.run import RunDir, RunError, open_run
+from assign_add.run import RunDir, RunError, check_out_path, open_run
 from assign_add.train.trainer import train
 
 DEFAULT_STEPS = 20_000
@@ -107,6 +112,7 @@ def reproduce(
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     t0 = time.perf_counter()
     out = Path(out)
+    check_out_path(out)
     sources: list[Source] = []
     claims_json: dict = {}
     configs = [run_config(42 + i, steps, quick, overrides or []) for i in range(seeds)]  # validate all first

@@ -80,7 +80,8 @@ class SweepSpec:
     preset: str | None = None
     protocol: str = ""
 
-    RUN_FIELDS = ("param", "values", "seeds", "steps", "score", "overrides", "eval_every", "checkpoint_every")
+    # what a point's run depends on besides its value and seed (values and seeds may grow)
+    RUN_FIELDS = ("param", "steps", "score", "overrides", "eval_every", "checkpoint_every")
 
     def point_config(self, value: float, seed: int) -> RunConfig:
         items = [f"train.steps={self.steps}", f"train.eval_every={self.eval_every}",
@@ -133,11 +134,16 @@ def make_spec(preset_name: str | None, param: str | None, values: list[float] | 
         dup = sorted({v for v in values if list(values).count(v) > 1})
         raise ConfigError("--values", f"duplicate value(s) {', '.join(map(str, dup))}: each value is one run folder")
     spec = SweepSpec(param, list(values), [42 + i for i in range(seeds)], steps, score or "0var_heldout_all",
-                     list(overrides), paper_threshold=paper, chance=chance, preset=preset_name,
+                     list(overrides), eval_every=curve_interval(steps), paper_threshold=paper, chance=chance, preset=preset_name,
                      protocol=protocol or f"{param} over {len(values)} values, {steps:,} steps")
     for v in spec.values:  # validate every point's config before running anything
         _check_point(spec, v)
     return spec
+
+
+def curve_interval(steps: int) -> int:
+    """Evaluate the score every 1,000 steps, or 30 times per run for runs under 30,000 steps."""
+    return max(1, min(1000, steps // 30))
 
 
 def _check_point(spec: SweepSpec, value: float) -> None:

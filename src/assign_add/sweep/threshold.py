@@ -1,29 +1,62 @@
-"""Where does a swept score cross a level?  A logistic fit with a bootstrap interval.
+"""Where does a swept score reach a level (90 %)?  Two estimators that follow real curves.
 
-The model is ``y = lo + (hi − lo) / (1 + exp(−(x − x0) / s))`` with ``lo`` the chance floor and
-``hi = 1``, fitted by least squares (a grid over (x0, log s) refined by Nelder–Mead-free
-coordinate search, all numpy).  The threshold is where the fitted curve crosses ``level``
-(default 0.9).  The interval comes from resampling seeds (with several seeds: each replicate
-averages a resample of the seeds' curves) or, with one seed, from resampling the points.
+- **Monotone (isotonic) fit** of the mean curve (``scipy.optimize.isotonic_regression``): the
+  threshold is the smallest swept value from which the non-decreasing fit stays at or above the
+  level.  It makes no assumption about the curve's shape, so a dip, a plateau below 1 or a slow
+  rise do not bend it; its resolution is the grid.  This is the estimate verdicts use.
+- **Logistic with free lower and upper asymptotes**, ``y = lo + (hi − lo) / (1 + exp(−(x − x0)/s))``,
+  fitted by ``scipy.optimize.curve_fit``; it crosses the level only when ``hi`` exceeds it.  Shown
+  beside the monotone estimate; it interpolates between grid values.
+
+Intervals are percentile bootstraps: over seeds when there are several (each replicate averages a
+resample of the seeds' curves), over points with one seed (each replicate resamples the swept
+values; duplicates are averaged), and the method says which.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
+from scipy.optimize import OptimizeWarning, curve_fit, isotonic_regression
+
+N_BOOT = 1000  # replicates for the monotone estimate's interval
+N_BOOT_LOGISTIC = 200  # the logistic refits each replicate (slower); its interval uses the first 200
+
+
+@dataclass
+class Logistic:
+    lo: float
+    hi: float
+    x0: float
+    scale: float
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return logistic(x, self.x0, self.scale, self.lo, self.hi)
+
+    def crossing(self, level: float) -> float | None:
+        """Where the curve reaches ``level`` (None if it never does)."""
+        if self.hi <= level:
+            return None
+        if self.lo >= level:
+            return -np.inf
+        return float(self.x0 + self.scale * np.log((level - self.lo) / (self.hi - level)))
 
 
 @dataclass
 class Threshold:
-    estimate: float | None
+    estimate: float | None  # monotone fit: smallest value from which it stays >= level
     low: float | None
     high: float | None
     level: float
-    x0: float | None
-    scale: float | None
-    method: str
-    interpolated: float | None = None  # first crossing of the mean curve, linear between points
+    method: str  # how the interval was bootstrapped
+    logistic: float | None = None  # the free-asymptote logistic's crossing
+    logistic_low: float | None = None
+    logistic_high: float | None = None
+    fit: dict | None = None  # the logistic's parameters on the mean curve
+    monotone: dict | None = None  # {'x': swept values, 'y': the monotone fit of the mean there}
+    no_crossing_share: float = 0.0  # bootstrap replicates whose monotone fit never reaches the level
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -34,35 +67,38 @@ def logistic(x: np.ndarray, x0: float, scale: float, lo: float, hi: float = 1.0)
     return lo + (hi - lo) * 0.5 * (1.0 + np.tanh(z / 2.0))  # the logistic, without overflow
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, lo: float = 0.0) -> tuple[float, float]:
-    """Least-squares (x0, scale) for the logistic with a fixed floor ``lo`` and ceiling 1."""
+def fit_logistic(x: np.ndarray, y: np.ndarray, start: Logistic | None = None) -> Logistic | None:
+    """Least-squares logistic with free asymptotes in [0, 1] (None when the fit fails)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
-    span = max(x.max() - x.min(), 1e-9)
-    best = (np.inf, x.mean(), span / 10)
-    x0s = np.linspace(x.min() - 0.25 * span, x.max() + 0.25 * span, 121)
-    scales = span * np.logspace(-3, 0.5, 60)
-    for s in scales:
-        err = ((logistic(x[None, :], x0s[:, None], s, lo) - y[None, :]) ** 2).sum(axis=1)
-        i = int(err.argmin())
-        if err[i] < best[0]:
-            best = (float(err[i]), float(x0s[i]), float(s))
-    _, x0, s = best
-    step_x, step_s = (x0s[1] - x0s[0]), 1.2
-    for _ in range(60):  # refine by shrinking coordinate search
-        improved = False
-        for cx, cs in ((x0 + step_x, s), (x0 - step_x, s), (x0, s * step_s), (x0, s / step_s)):
-            err = float(((logistic(x, cx, cs, lo) - y) ** 2).sum())
-            if err < best[0]:
-                best, x0, s, improved = (err, cx, cs), cx, cs, True
-        if not improved:
-            step_x, step_s = step_x / 2, step_s ** 0.5
-    return x0, s
-
-
-def crossing(x0: float, scale: float, level: float, lo: float) -> float | None:
-    if not (lo < level < 1.0):
+    span = max(float(x.max() - x.min()), 1e-9)
+    mid = float(x[np.argmin(np.abs(y - (y.min() + y.max()) / 2))])
+    p0 = [mid, span / 10, float(y.min()), float(y.max())] if start is None else \
+        [start.x0, start.scale, start.lo, start.hi]
+    bounds = ([x.min() - span, span * 1e-4, 0.0, 0.0], [x.max() + span, span, 1.0, 1.0])
+    p0 = list(np.clip(p0, bounds[0], bounds[1]))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OptimizeWarning)
+            (x0, s, lo, hi), _ = curve_fit(lambda t, a, b, c, d: logistic(t, a, b, c, d), x, y, p0=p0,
+                                           bounds=bounds, maxfev=20_000)
+    except (RuntimeError, ValueError):
         return None
-    return float(x0 + scale * np.log((level - lo) / (1.0 - level)))
+    return Logistic(float(min(lo, hi)), float(max(lo, hi)), float(x0), float(s))
+
+
+def monotone_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique sorted x, non-decreasing least-squares fit); repeated x are averaged (weighted)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ux, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
+    means = np.bincount(inv, weights=y) / counts
+    return ux, isotonic_regression(means, weights=counts.astype(float), increasing=True).x
+
+
+def monotone_crossing(x: np.ndarray, y: np.ndarray, level: float) -> float | None:
+    """The smallest x from which the monotone fit stays >= ``level`` (None if it never gets there)."""
+    ux, fit = monotone_fit(x, y)
+    above = np.nonzero(fit >= level - 1e-12)[0]
+    return float(ux[above[0]]) if len(above) else None
 
 
 def interpolated_crossing(x: np.ndarray, y: np.ndarray, level: float) -> float | None:
@@ -77,34 +113,55 @@ def interpolated_crossing(x: np.ndarray, y: np.ndarray, level: float) -> float |
     return None
 
 
-def estimate_threshold(
-    x: np.ndarray, scores: np.ndarray, level: float = 0.9, lo: float = 0.0, n_boot: int = 500, seed: int = 0
-) -> Threshold:
+def _interval(values: list[float]) -> tuple[float | None, float | None]:
+    finite = [v for v in values if v is not None and np.isfinite(v)]
+    if not finite:
+        return None, None
+    return float(np.percentile(finite, 2.5)), float(np.percentile(finite, 97.5))
+
+
+def estimate_threshold(x: np.ndarray, scores: np.ndarray, level: float = 0.9, n_boot: int = N_BOOT,
+                       seed: int = 0) -> Threshold:
     """``scores`` is [seeds, points] (nan where missing); ``x`` the swept values [points]."""
     x = np.asarray(x, float)
     scores = np.atleast_2d(np.asarray(scores, float))
-    mean = np.nanmean(scores, axis=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # all-nan columns (unfinished points)
+        mean = np.nanmean(scores, axis=0)
     ok = np.isfinite(mean)
     if ok.sum() < 3:
-        return Threshold(None, None, None, level, None, None, "too few points")
-    x0, s = fit_logistic(x[ok], mean[ok], lo)
-    est = crossing(x0, s, level, lo)
+        return Threshold(None, None, None, level, "too few points")
+    xs, ys = x[ok], mean[ok]
+    est = monotone_crossing(xs, ys, level)
+    fit = fit_logistic(xs, ys)
     rng = np.random.default_rng(seed)
-    boots = []
-    for _ in range(n_boot):
-        if scores.shape[0] > 1:
-            pick = scores[rng.integers(0, scores.shape[0], scores.shape[0])]
-            ys = np.nanmean(pick, axis=0)
-            xs, ys = x[ok], ys[ok]
+    seeds_ok = scores[:, ok]
+    several = int(np.isfinite(seeds_ok).all(axis=1).sum()) > 1
+    boot_mono: list[float | None] = []
+    boot_logi: list[float | None] = []
+    for i in range(n_boot):
+        if several:
+            pick = seeds_ok[rng.integers(0, len(seeds_ok), len(seeds_ok))]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                bx, by = xs, np.nanmean(pick, axis=0)
         else:
-            idx = rng.integers(0, ok.sum(), ok.sum())
-            xs, ys = x[ok][idx], mean[ok][idx]
-        if len(np.unique(xs)) < 3:
+            idx = rng.integers(0, len(xs), len(xs))
+            bx, by = xs[idx], ys[idx]
+        if len(np.unique(bx)) < 3:
             continue
-        bx0, bs = fit_logistic(xs, ys, lo)
-        c = crossing(bx0, bs, level, lo)
-        if c is not None:
-            boots.append(c)
-    method = "bootstrap over seeds" if scores.shape[0] > 1 else "bootstrap over points (one seed)"
-    low, high = (float(np.percentile(boots, 2.5)), float(np.percentile(boots, 97.5))) if boots else (None, None)
-    return Threshold(est, low, high, level, x0, s, method, interpolated_crossing(x[ok], mean[ok], level))
+        boot_mono.append(monotone_crossing(bx, by, level))
+        if i < N_BOOT_LOGISTIC:
+            bfit = fit_logistic(bx, by, start=fit)
+            boot_logi.append(bfit.crossing(level) if bfit else None)
+    low, high = _interval(boot_mono)
+    llow, lhigh = _interval(boot_logi)
+    method = "bootstrap over seeds" if several else "bootstrap over points (one seed)"
+    logi = fit.crossing(level) if fit else None
+    return Threshold(
+        est, low, high, level, method,
+        logistic=None if logi is None or not np.isfinite(logi) else logi, logistic_low=llow, logistic_high=lhigh,
+        fit=asdict(fit) if fit else None,
+        monotone=dict(zip(("x", "y"), (list(map(float, a)) for a in monotone_fit(xs, ys)))),
+        no_crossing_share=float(np.mean([b is None for b in boot_mono])) if boot_mono else 0.0,
+    )

@@ -112,8 +112,9 @@ class Vocab:
 
 # --------------------------------------------------------------------------- text form
 
-_ASSIGN_RE = re.compile(r"^([A-Za-z]+)\s*=\s*(-?\d+)$")
-_QUERY_RE = re.compile(r"^([A-Za-z]+|-?\d+)\s*\+\s*([A-Za-z]+|-?\d+)\s*=\s*(-?\d+)?$")
+# ASCII digits only: ``\d`` would also accept '١' or '１' as numbers
+_ASSIGN_RE = re.compile(r"^([A-Za-z]+)\s*=\s*(-?[0-9]+)$")
+_QUERY_RE = re.compile(r"^([A-Za-z]+|-?[0-9]+)\s*\+\s*([A-Za-z]+|-?[0-9]+)\s*=\s*(-?[0-9]+)?$")
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ def parse_text(text: str, vocab: Vocab) -> Prompt:
         raise TextFormError(f"query {parts[-1]!r} is not of the form 'x+y=' (x, y a variable or number)")
     operands: list[str | int] = []
     for side, tok in (("left", m.group(1)), ("right", m.group(2))):
-        if tok.lstrip("-").isdigit():
+        if re.fullmatch(r"-?[0-9]+", tok):
             _check_value(int(tok), vocab, f"{side} operand of query {parts[-1]!r}")
             operands.append(int(tok))
         else:

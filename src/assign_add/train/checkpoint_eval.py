@@ -6,15 +6,20 @@ per-set accuracies that training logs, computed from the checkpoints themselves.
 
 from __future__ import annotations
 
-import json
+import contextlib
 
-from assign_add.io import read_jsonl
+from assign_add.io import append_jsonl, read_jsonl
+from assign_add.lock import run_lock
 from assign_add.run import RunDir, RunError
 from assign_add.train.evaluate import evaluate
 
 
-def evaluate_checkpoints(run: RunDir, steps: list[int] | None = None, sets: list[str] | None = None) -> list[dict]:
-    """One record ``{"step", "acc", "loss"}`` per checkpoint, computing only what is not cached."""
+def evaluate_checkpoints(run: RunDir, steps: list[int] | None = None, sets: list[str] | None = None,
+                         lock: bool = True) -> list[dict]:
+    """One record ``{"step", "acc", "loss"}`` per checkpoint, computing only what is not cached.
+
+    ``lock=False`` when the caller already holds the run's lock.
+    """
     available = run.checkpoint_steps()
     steps = available if steps is None else steps
     missing = [s for s in steps if s not in available]
@@ -25,16 +30,20 @@ def evaluate_checkpoints(run: RunDir, steps: list[int] | None = None, sets: list
     unknown = [n for n in names if n not in all_sets]
     if unknown:
         raise RunError(f"unknown set(s) {', '.join(unknown)}; known: {', '.join(all_sets)}")
-    cache = {r["step"]: r for r in read_jsonl(run.evals_path)}
+    cache = {r["step"]: r for r in read_jsonl(run.evals_path)}  # later records of a step extend earlier ones
+    todo_steps = [s for s in steps if any(n not in cache.get(s, {}).get("acc", {}) for n in names)]
+    if todo_steps:
+        with run_lock(run.root) if lock else contextlib.nullcontext():  # one writer of evals.jsonl at a time
+            for step in todo_steps:
+                rec = cache.get(step, {"step": step, "acc": {}, "loss": {}})
+                todo = {n: all_sets[n] for n in names if n not in rec["acc"]}
+                res = evaluate(run.load_model(step), todo)
+                rec["acc"].update(res["acc"])
+                rec["loss"].update(res["loss"])
+                append_jsonl(run.evals_path, rec)
+                cache[step] = rec
     out = []
     for step in steps:
-        rec = cache.get(step, {"step": step, "acc": {}, "loss": {}})
-        todo = {n: all_sets[n] for n in names if n not in rec["acc"]}
-        if todo:
-            res = evaluate(run.load_model(step), todo)
-            rec["acc"].update(res["acc"])
-            rec["loss"].update(res["loss"])
-            with open(run.evals_path, "a") as fh:
-                fh.write(json.dumps(rec) + "\n")
+        rec = cache[step]
         out.append({"step": step, "acc": {n: rec["acc"][n] for n in names}, "loss": {n: rec["loss"][n] for n in names}})
     return out

@@ -74,7 +74,18 @@ def train_ensemble(cfgs: list[RunConfig], outs: list[Path], resume: bool = False
     check_compatible(cfgs)
     t = cfgs[0].train
     device = resolve_device(t.device)
-    members = [open_for_training(c, o, resume, force, device) for c, o in zip(cfgs, outs)]
+    members = []
+    try:
+        for c, o in zip(cfgs, outs):
+            members.append(open_for_training(c, o, resume, force, device))
+        return _train_members(cfgs, members, device)
+    finally:
+        for writer, *_ in members:
+            writer.close()
+
+
+def _train_members(cfgs: list[RunConfig], members: list, device: torch.device) -> list[TrainResult]:
+    t = cfgs[0].train
     starts = {m[3] for m in members}
     if len(starts) != 1:
         raise RunError(f"ensemble members are at different steps {sorted(starts)}; resume them separately")

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,10 +21,24 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from assign_add.config import RunConfig
-from assign_add.io import atomic_write
-from assign_add.model.fast import answer_loss, compiled_answer_logits, fast_answer_logits
+from assign_add.io import append_jsonl, append_line, atomic_write, clean_orphans
+from assign_add.lock import RunLock
+from assign_add.model.fast import (
+    answer_loss,
+    compiled_answer_logits,
+    fast_answer_logits,
+)
 from assign_add.model.hooked import AssignAddTransformer
-from assign_add.run import RunDir, RunError, config_differences, create_run_dir, save_checkpoint
+from assign_add.run import (
+    RunDir,
+    RunError,
+    check_out_path,
+    check_replaceable,
+    config_differences,
+    create_run_dir,
+    read_checkpoint,
+    save_checkpoint,
+)
 from assign_add.task.generator import Sampler
 from assign_add.train.evaluate import evaluate
 
@@ -81,9 +94,13 @@ def save_state(path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, s
 def load_state(path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -> tuple[int, dict]:
     from safetensors import safe_open
 
-    with safe_open(str(path), framework="pt") as fh:
-        meta = fh.metadata()
-    tensors = load_file(str(path))
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = fh.metadata()
+        tensors = load_file(str(path))
+    except Exception as exc:  # noqa: BLE001 - a damaged state file is a user-facing error
+        raise RunError(f"{path}: unreadable optimiser state ({type(exc).__name__}); "
+                       "pass --force to delete the run and start over") from None
     device = next(model.parameters()).device
     with torch.no_grad():
         for n, p in model.named_parameters():
@@ -106,35 +123,92 @@ def load_state(path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -
 # --------------------------------------------------------------------------- run directory
 
 
-def prepare_run_dir(out: Path, cfg: RunConfig, resume: bool, force: bool) -> tuple[RunDir, bool]:
-    """Create or reopen ``out``; returns (run, resuming)."""
-    run = RunDir(Path(out))
-    if run.exists() and not force:
-        old = run.config()
-        diff = config_differences(old, cfg)
-        if resume:
-            fixed = [d for d in diff if d not in RESUMABLE_CHANGES]
-            if fixed:
-                raise RunError(f"{out} holds a run with a different {', '.join(fixed)}; cannot resume it with this config")
-            if diff:
-                from assign_add import config as config_mod
-
-                config_mod.save(cfg, run.config_path)
-            return run, run.state_path.is_file()
+def prepare_run_dir(out: Path, cfg: RunConfig, resume: bool, force: bool) -> tuple[RunDir, RunLock, bool]:
+    """Create or reopen ``out`` and lock it; returns (run, held lock, resuming from a saved state)."""
+    out = Path(out)
+    run = RunDir(out)
+    new_status = {"state": "running", "step": 0, "source": "train"}
+    if resume and not force:
+        if not run.exists():
+            raise RunError(f"{out}: no run to resume (no config.toml); leave out --resume to start one")
+        lock = RunLock(out)
+        try:
+            resuming = check_resumable(run, cfg)
+            clean_orphans(out)
+        except BaseException:
+            lock.release()
+            raise
+        return run, lock, resuming
+    if force:
+        check_replaceable(out)
+        run, lock = create_run_dir(out, cfg, new_status, replace=True)
+        return run, lock, False
+    if run.exists():
         status = run.status()
+        diff = config_differences(run.config(), cfg)
         if diff:
-            raise RunError(
-                f"{out} holds a different run ({', '.join(diff[:4])} differ); choose another --out or pass --force"
-            )
-        raise RunError(
-            f"{out} already holds this run ({status.get('state', '?')} at step {status.get('step', 0)}); "
-            "pass --resume to continue it or --force to start over"
-        )
-    if Path(out).exists() and not force and any(Path(out).iterdir()):
-        raise RunError(f"{out} exists and is not a run directory; choose another --out or pass --force")
-    if force and Path(out).exists():
-        shutil.rmtree(out)
-    return create_run_dir(Path(out), cfg, {"state": "running", "step": 0, "source": "train"}), False
+            raise RunError(f"{out} holds a different run ({', '.join(diff[:4])} differ); choose another --out, "
+                           "or pass --force to delete it and start over")
+        raise RunError(f"{out} already holds this run ({status.get('state', '?')} at step {status.get('step', 0)}); "
+                       "pass --resume to continue it or --force to delete it and start over")
+    check_out_path(out)
+    if out.is_dir() and any(p for p in out.iterdir() if not p.name.endswith(".tmp")):
+        raise RunError(f"{out} exists and is not a run directory; choose another --out")
+    run, lock = create_run_dir(out, cfg, new_status)
+    return run, lock, False
+
+
+def check_resumable(run: RunDir, cfg: RunConfig) -> bool:
+    """Refuse to resume a run that is not whole; returns whether a saved state exists to resume from.
+
+    Checked: the config differs only in :data:`RESUMABLE_CHANGES`; ``train.steps`` is not below the
+    step reached; the optimiser state is present (unless the run never saved one) and readable; the
+    latest checkpoint up to that step is readable; ``metrics.jsonl`` is intact and has the record of
+    the last evaluation at or before that step.
+    """
+    from assign_add import config as config_mod
+
+    out = run.root
+    diff = config_differences(run.config(), cfg)
+    fixed = [d for d in diff if d not in RESUMABLE_CHANGES]
+    if fixed:
+        raise RunError(f"{out} holds a run with a different {', '.join(fixed)}; cannot resume it with this config")
+    reached = int(run.status().get("step", 0))
+    if not run.state_path.is_file():
+        if reached > 0:
+            raise RunError(f"{run.state_path} is missing: cannot resume from step {reached} "
+                           "(pass --force to delete the run and start over)")
+        state_step = 0
+    else:
+        state_step = read_state_step(run.state_path)
+    if cfg.train.steps < max(reached, state_step):
+        raise RunError(f"train.steps={cfg.train.steps} is below step {max(reached, state_step)}, "
+                       "which the run has already reached")
+    done = [s for s in run.checkpoint_steps() if s <= state_step]
+    if done:
+        read_checkpoint(run.checkpoint_path(done[-1]))
+    records = run.metrics()  # raises on a corrupt line before the last
+    if state_step > 0:
+        last_eval = state_step - state_step % cfg.train.eval_every
+        if not any(r.get("step") == last_eval for r in records):
+            raise RunError(f"{run.metrics_path} has no record for step {last_eval} although the saved state is at "
+                           f"step {state_step}; the run is inconsistent (pass --force to start over)")
+    if diff:
+        config_mod.save(cfg, run.config_path)
+    return run.state_path.is_file()
+
+
+def read_state_step(path: Path) -> int:
+    """The step stored in ``state.safetensors`` (a one-line error if it is unreadable)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            meta = fh.metadata() or {}
+        return int(meta["step"])
+    except Exception as exc:  # noqa: BLE001 - a damaged state file is a user-facing error
+        raise RunError(f"{path}: unreadable optimiser state ({type(exc).__name__}); "
+                       "pass --force to delete the run and start over") from None
 
 
 @dataclass
@@ -168,8 +242,9 @@ def live_sets(all_sets: dict, names: list[str], root: Path) -> dict:
 class RunWriter:
     """One run's bookkeeping: evaluation records, checkpoints, optimiser state, status, log."""
 
-    def __init__(self, run: RunDir, cfg: RunConfig, elapsed_before: float = 0.0) -> None:
+    def __init__(self, run: RunDir, cfg: RunConfig, elapsed_before: float = 0.0, lock: RunLock | None = None) -> None:
         self.run = run
+        self.lock = lock  # held from opening the run until close()
         self.cfg = cfg
         all_sets = run.eval_sets()
         self.final_sets = all_sets
@@ -200,11 +275,9 @@ class RunWriter:
             "weight_norm": weights,
             "grad_norm": grads,
         }
-        with open(self.run.metrics_path, "a") as fh:
-            fh.write(json.dumps(rec) + "\n")
-        with open(self.run.log_path, "a") as fh:
-            accs = " ".join(f"{k}={v:.3f}" for k, v in res["acc"].items())
-            fh.write(f"step {step} loss {rec['train_loss']} {accs}\n")
+        append_jsonl(self.run.metrics_path, rec)
+        accs = " ".join(f"{k}={v:.3f}" for k, v in res["acc"].items())
+        append_line(self.run.log_path, f"step {step} loss {rec['train_loss']} {accs}")
         self.loss_sum, self.loss_count = 0.0, 0
         self.last_record = rec
         return rec
@@ -231,6 +304,11 @@ class RunWriter:
         if end == self.cfg.train.steps:
             self.run.set_status(state="complete", step=end)
 
+    def close(self) -> None:
+        """Release the run's lock (another process may then write to it)."""
+        if self.lock is not None:
+            self.lock.release()
+
 
 def check_eval_sets(cfg: RunConfig) -> None:
     """``train.eval_sets`` must name sets this task has (checked before anything is written)."""
@@ -249,18 +327,22 @@ def check_eval_sets(cfg: RunConfig) -> None:
 def open_for_training(cfg: RunConfig, out: Path, resume: bool, force: bool, device: torch.device):
     """(writer, model, optimiser, start step) for a new or resumed run."""
     check_eval_sets(cfg)
-    run, resuming = prepare_run_dir(out, cfg, resume, force)
-    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed).to(device)
-    opt = make_optimizer(model, cfg)
-    start, extra = 0, {}
-    if resuming:
-        start, extra = load_state(run.state_path, model, opt)
-    _truncate_metrics(run, start if resuming else -1)  # a run killed before its first state starts over
-    writer = RunWriter(run, cfg, extra.get("elapsed", 0.0))
-    writer.loss_sum, writer.loss_count = extra.get("loss_sum", 0.0), extra.get("loss_count", 0)
-    if start == 0:
-        save_checkpoint(model, run.checkpoint_path(0), 0)
-        writer.record(model, 0)
+    run, lock, resuming = prepare_run_dir(out, cfg, resume, force)
+    try:
+        model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed).to(device)
+        opt = make_optimizer(model, cfg)
+        start, extra = 0, {}
+        if resuming:
+            start, extra = load_state(run.state_path, model, opt)
+        _truncate_metrics(run, start if resuming else -1)  # a run killed before its first state starts over
+        writer = RunWriter(run, cfg, extra.get("elapsed", 0.0), lock)
+        writer.loss_sum, writer.loss_count = extra.get("loss_sum", 0.0), extra.get("loss_count", 0)
+        if start == 0:
+            save_checkpoint(model, run.checkpoint_path(0), 0)
+            writer.record(model, 0)
+    except BaseException:
+        lock.release()
+        raise
     return writer, model, opt, start
 
 
@@ -284,6 +366,15 @@ def train(
     if t.threads > 0:
         torch.set_num_threads(t.threads)
     writer, model, opt, start = open_for_training(cfg, out, resume, force, device)
+    try:
+        return _train_loop(cfg, writer, model, opt, start, device, progress, stop_after)
+    finally:
+        writer.close()
+
+
+def _train_loop(cfg: RunConfig, writer: RunWriter, model: AssignAddTransformer, opt: torch.optim.Optimizer,
+                start: int, device: torch.device, progress: ProgressFn | None, stop_after: int | None) -> TrainResult:
+    t = cfg.train
     sampler = Sampler(cfg.task, t.seed, writer.run.partitions())
     autocast = autocast_for(cfg, device)
     forward = compiled_answer_logits() if t.compile else fast_answer_logits
@@ -313,7 +404,7 @@ def _truncate_metrics(run: RunDir, step: int) -> None:
     """Drop records after ``step`` (and a partial last line) before resuming from ``step``."""
     from assign_add.io import atomic_write_text, read_jsonl
 
-    kept = [r for r in read_jsonl(run.metrics_path) if r["step"] <= step]
+    kept = [r for r in read_jsonl(run.metrics_path) if r["step"] <= step]  # raises on a corrupt line
     atomic_write_text(run.metrics_path, "".join(json.dumps(r) + "\n" for r in kept))
     if run.log_path.is_file():
         lines = [ln for ln in run.log_path.read_text().splitlines() if not ln.startswith("step ") or int(ln.split()[1]) <= step]
