@@ -55,14 +55,19 @@ def test_fast_step_matches_hooked_model(name, seed):
 
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_fast_step_is_the_same_function_in_float64(name):
-    """Sharp attention (weights x3) amplifies float32 rounding; in float64 the two agree to 1e-10."""
+    """Sharp attention (weights x3) amplifies rounding; in float64 the two agree to 1e-8 relative.
+
+    Basis: float64 rounding (eps 1.1e-16) amplified by softmaxes with scores ~9x the training scale
+    reached 1.13e-10 on a machine like ours (above the former bound of 1e-10); a mistake in the fast
+    path (a wrong position, mask or row) gives relative errors of 1e-3 or more, so 1e-8 keeps 5
+    orders of margin on that side and 2 on the rounding side."""
     cfg = preset("paper")
     model = AssignAddTransformer.from_config(VARIANTS[name], cfg.task, seed=7).double()
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(3.0)
     batch = Sampler(cfg.task, 7).batch(0, 256)
-    _compare(model, torch.as_tensor(batch.tokens), torch.as_tensor(batch.answers), 1e-10)
+    _compare(model, torch.as_tensor(batch.tokens), torch.as_tensor(batch.answers), 1e-8)
 
 
 def test_fast_step_on_infix_layout():

@@ -101,11 +101,22 @@ def test_report_renders_in_headless_chromium(quick):
 
 
 def test_sweep_results_supply_c6_and_c7():
-    from assign_add.report.claims import c6, c7
+    """Each C6/C7 verdict flips with its evidence: threshold near / far, points converged / still rising,
+    sweep finished / unfinished."""
+    from assign_add.report.claims import NOT_CONVERGED, c6, c7
 
-    sweep = {"threshold": {"estimate": 0.27, "low": 0.22, "high": 0.31, "method": "bootstrap over seeds"},
-             "rows": [{}] * 20, "spec": {"seeds": [42, 43], "steps": 10000, "score": "0var_heldout_all"}}
-    assert c6({"sweeps": {"f": sweep}}).verdict == HOLDS
+    sweep = {"threshold": {"estimate": 0.27, "low": 0.22, "high": 0.31, "method": "bootstrap over seeds",
+                           "logistic": 0.26},
+             "spec": {"param": "task.f", "values": [0.1] * 20, "seeds": [42, 43], "steps": 30000},
+             "protocol": "authors' f sweep", "unfinished": [],
+             "convergence": {"margin": 0.02, "near_values": [0.21, 0.26], "unconverged_near": []}}
+    res = c6({"sweeps": {"f": sweep}})
+    assert res.verdict == HOLDS and "authors' f sweep" in res.detail
     far = dict(sweep, threshold=dict(sweep["threshold"], estimate=0.7, low=0.65, high=0.75))
     assert c6({"sweeps": {"f": far}}).verdict == FAILS
+    rising = dict(far, convergence=dict(sweep["convergence"], unconverged_near=[0.6]))
+    assert c6({"sweeps": {"f": rising}}).verdict == f"{NOT_CONVERGED} at 30,000 steps"
+    never = dict(sweep, threshold=dict(sweep["threshold"], estimate=None, low=None, high=None))
+    assert c6({"sweeps": {"f": never}}).verdict == FAILS
+    assert c6({"sweeps": {"f": dict(sweep, unfinished=[{"value": 0.5, "seed": 42}])}}).verdict == NOT_MEASURED
     assert c7({}).verdict == NOT_MEASURED

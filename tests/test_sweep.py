@@ -259,3 +259,37 @@ def test_killing_the_sweep_stops_its_workers(tmp_path):
     finally:
         proc.kill()
     assert json.loads(status.read_text())["state"] == "running"
+
+
+def _ray(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    ray_cli = Path(sys.executable).with_name("ray")
+    return subprocess.run([str(ray_cli), *args], capture_output=True, text=True, timeout=180, env=env)
+
+
+@pytest.mark.slow
+def test_sweep_on_a_real_multi_process_ray_cluster(tmp_path):
+    """`ray start --head` plus a second `ray start --address ...` node on this machine; the sweep runs with
+    `--address auto` through the real CLI and gives the local backend's table; the cluster is stopped."""
+    pytest.importorskip("ray")
+    if not Path(sys.executable).with_name("ray").exists():
+        pytest.skip("the ray command is not installed beside this Python")
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(tmp_path / "ray")}
+    port = "6391"
+    common = ["--num-cpus=1", "--object-store-memory=100000000", "--disable-usage-stats"]
+    try:
+        head = _ray("start", "--head", f"--port={port}", "--include-dashboard=false", *common, env=env)
+        assert head.returncode == 0, head.stderr
+        node = _ray("start", f"--address=127.0.0.1:{port}", *common, env=env)
+        assert node.returncode == 0, node.stderr
+        args = ["--param", "task.f", "--values", "0.5,0.9", "--steps", "30", "--score", "0var_heldout", *TINY]
+        out = subprocess.run([sys.executable, "-m", "assign_add.cli", "sweep", *args, "--out", str(tmp_path / "ray"),
+                              "--backend", "ray", "--address", "auto"], capture_output=True, text=True, timeout=300,
+                             env={**env, "RAY_ADDRESS": f"127.0.0.1:{port}"})
+        assert out.returncode == 0, out.stderr[-2000:]
+    finally:
+        _ray("stop", "--force", env=env)
+    local = run_sweep(make_spec(None, "task.f", [0.5, 0.9], 1, 30, "0var_heldout", TINY), tmp_path / "local", "local",
+                      workers=2)
+    table = lambda p: (p / "table.md").read_text()  # noqa: E731
+    assert table(tmp_path / "ray") == table(tmp_path / "local")
+    assert json.loads((tmp_path / "ray" / "sweep.json").read_text())["rows"] == local["rows"]

@@ -369,11 +369,14 @@ def sweep_cmd(
     from assign_add.sweep.backends import SweepProgress
     from assign_add.sweep.spec import make_spec, parse_values
     from assign_add.sweep.summary import threshold_lines
-    from assign_add.sweep.sweep import run_sweep
+    from assign_add.sweep.sweep import prepare_sweep_dir, run_sweep
 
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {workers}")
     spec = make_spec(sweep_preset, param, parse_values(values) if values else None, seeds, steps, score, overrides or [])
+    if backend not in ("local", "ray"):
+        raise ConfigError("--backend", f"unknown backend {backend!r}; choose local or ray")
+    prepare_sweep_dir(spec, out)  # errors before the progress bar appears
     columns = (*Progress.get_default_columns(), TimeElapsedColumn())
     with Progress(*columns, console=err_console) as bar:
         points = len(spec.points())

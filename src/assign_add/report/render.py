@@ -18,6 +18,7 @@ from assign_add.report.claims import (
     BY_ID,
     CLAIMS,
     HOLDS,
+    NOT_CONVERGED,
     NOT_MEASURED,
     Aggregate,
     ClaimResult,
@@ -189,7 +190,7 @@ pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}
 def _verdict_class(text: str) -> str:
     if text.startswith(HOLDS):
         return "holds"
-    if text.startswith(NOT_MEASURED):
+    if text.startswith(NOT_MEASURED) or text.startswith(NOT_CONVERGED):
         return "nm"
     return "fails"
 

@@ -21,18 +21,31 @@ from assign_add.sweep.spec import SweepSpec
 
 
 def run_point(spec_json: dict, root: str, value: float, seed: int) -> dict:
-    """Train (or resume, or reuse) one point and return its final metrics.  Runs in a worker."""
+    """Train, resume, continue or reuse one point; returns where it stands.  Runs in a worker.
+
+    A point folder holding the same run with fewer ``train.steps`` (e.g. copied from a finished
+    sweep) is continued, which equals training it from scratch for the longer schedule (constant
+    learning rate; the batch for a step depends only on seed and step).  A folder holding another
+    run is replaced.
+    """
     import torch
 
-    from assign_add.train.trainer import train
+    from assign_add.run import config_differences
+    from assign_add.train.trainer import RESUMABLE_CHANGES, train
 
     torch.set_num_threads(1)
     spec = SweepSpec.from_json(spec_json)
     cfg = spec.point_config(value, seed)
     out = Path(root) / spec.point_name(value, seed)
     run = RunDir(out)
-    if not (run.exists() and run.status().get("state") == "complete" and run.config() == cfg):
-        train(cfg, out, resume=run.exists() and run.config() == cfg, force=run.exists() and run.config() != cfg)
+    if not run.exists():
+        train(cfg, out)
+    else:
+        diff = config_differences(run.config(), cfg)
+        if diff or run.status().get("state") != "complete":
+            reached = int(run.status().get("step", 0))
+            resumable = set(diff) <= RESUMABLE_CHANGES and reached <= cfg.train.steps
+            train(cfg, out, resume=resumable, force=not resumable)
     return {"value": value, "seed": seed, "step": int(run.status().get("step", 0))}
 
 

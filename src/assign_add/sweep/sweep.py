@@ -24,8 +24,8 @@ from assign_add.sweep.spec import SweepSpec
 from assign_add.sweep.summary import summarize, write_outputs
 
 
-def run_sweep(spec: SweepSpec, root: Path, backend: str = "local", workers: int | None = None,
-              address: str | None = None, progress: Progress | None = None) -> dict:
+def prepare_sweep_dir(spec: SweepSpec, root: Path) -> None:
+    """Check ``root`` can hold this sweep (a one-line error otherwise) and write ``spec.json``."""
     root = Path(root)
     check_out_path(root)
     spec_path = root / "spec.json"
@@ -37,13 +37,19 @@ def run_sweep(spec: SweepSpec, root: Path, backend: str = "local", workers: int 
         if not isinstance(old, dict) or not spec.same_runs(old):  # more values or seeds are fine
             raise ConfigError("--out", f"{root} holds a sweep with another specification; choose another --out")
     atomic_write_json(spec_path, spec.to_json())
+
+
+def run_sweep(spec: SweepSpec, root: Path, backend: str = "local", workers: int | None = None,
+              address: str | None = None, progress: Progress | None = None) -> dict:
+    root = Path(root)
+    if backend not in ("local", "ray"):
+        raise ConfigError("--backend", f"unknown backend {backend!r}; choose local or ray")
+    prepare_sweep_dir(spec, root)
     workers = workers or default_workers()
     if backend == "local":
         run_local(spec, root, workers, progress)
-    elif backend == "ray":
-        run_ray(spec, root, address, workers, progress)
     else:
-        raise ConfigError("--backend", f"unknown backend {backend!r}; choose local or ray")
+        run_ray(spec, root, address, workers, progress)
     summary = summarize(spec, root)
     write_outputs(spec, root, summary)
     return summary
