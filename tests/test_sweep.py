@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -273,7 +274,11 @@ def test_sweep_on_a_real_multi_process_ray_cluster(tmp_path):
     pytest.importorskip("ray")
     if not Path(sys.executable).with_name("ray").exists():
         pytest.skip("the ray command is not installed beside this Python")
-    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": str(tmp_path / "ray")}
+    import tempfile
+
+    short = tempfile.mkdtemp(prefix="ray", dir="/tmp")  # Ray's socket paths must fit in 107 bytes
+    # recent Ray starts a head with token authentication: the joining node and the driver use the token too
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_TMPDIR": short, "RAY_AUTH_MODE": "token"}
     port = "6391"
     common = ["--num-cpus=1", "--object-store-memory=100000000", "--disable-usage-stats"]
     try:
@@ -288,6 +293,7 @@ def test_sweep_on_a_real_multi_process_ray_cluster(tmp_path):
         assert out.returncode == 0, out.stderr[-2000:]
     finally:
         _ray("stop", "--force", env=env)
+        shutil.rmtree(short, ignore_errors=True)
     local = run_sweep(make_spec(None, "task.f", [0.5, 0.9], 1, 30, "0var_heldout", TINY), tmp_path / "local", "local",
                       workers=2)
     table = lambda p: (p / "table.md").read_text()  # noqa: E731
