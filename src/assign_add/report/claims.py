@@ -308,7 +308,8 @@ class Aggregate:
 
 
 def aggregate(results: list[ClaimResult]) -> Aggregate:
-    """Holds when it holds in every seed; not measured when no seed measured it."""
+    """Holds when it holds in every seed; not measured when no seed measured it; a verdict shared by
+    every measured seed (e.g. "not converged") is kept; any other mix does not hold."""
     vals = [r.value for r in results]
     nums = [v for v in vals if v is not None]
     verdicts = [r.verdict for r in results]
@@ -316,7 +317,8 @@ def aggregate(results: list[ClaimResult]) -> Aggregate:
     if not measured:
         return Aggregate(results[0].id, None, None, vals, NOT_MEASURED, results[0].reason)
     n_hold = sum(v == HOLDS for v in measured)
-    verdict = HOLDS if n_hold == len(measured) else FAILS
+    # every seed the same verdict: that verdict (holds, does not hold, not converged); else does not hold
+    verdict = measured[0] if len(set(measured)) == 1 else FAILS
     reason = "" if verdict == HOLDS else f"holds in {n_hold} of {len(measured)} seeds"
     mean = float(np.mean(nums)) if nums else None
     sd = float(np.std(nums, ddof=1)) if len(nums) > 1 else (0.0 if nums else None)

@@ -106,7 +106,7 @@ def differences(sources: list[Source]) -> list[str]:
         for claim in CLAIMS:
             verdict, reason = verdict_of(src, claim.id)
             if verdict not in (HOLDS, NOT_MEASURED):
-                out.append(f"{claim.id} does not hold for {src.name}" + (f" ({reason})" if reason else "") + ".")
+                out.append(f"{claim.id} {verdict} for {src.name}" + (f" ({reason})" if reason else "") + ".")
     return out
 
 
