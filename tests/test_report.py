@@ -120,3 +120,15 @@ def test_sweep_results_supply_c6_and_c7():
     assert c6({"sweeps": {"f": never}}).verdict == FAILS
     assert c6({"sweeps": {"f": dict(sweep, unfinished=[{"value": 0.5, "seed": 42}])}}).verdict == NOT_MEASURED
     assert c7({}).verdict == NOT_MEASURED
+
+
+def test_claim_sections_in_order_and_every_seed_listed():
+    from assign_add.report.claims import ClaimResult
+    from assign_add.report.render import CLAIM_FIGURES, Source, claim_bullets
+
+    assert list(CLAIM_FIGURES) == [f"C{i}" for i in range(1, 12)]
+    res = [{"C5": ClaimResult("C5", v, f"{v:.4f}", verdict)} for v, verdict in ((0.99, HOLDS), (0.90, FAILS))]
+    src = Source("retrained (2 seeds)", [Path("runs/seed-42"), Path("runs/seed-43")], res, None, [])
+    bullets = claim_bullets(src, "C5")
+    assert [label for label, _ in bullets] == ["retrained (2 seeds), seed-42", "retrained (2 seeds), seed-43"]
+    assert bullets[1][1].startswith(FAILS) and "0.9000" in bullets[1][1]

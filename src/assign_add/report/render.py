@@ -25,14 +25,14 @@ from assign_add.report.claims import (
 )
 
 # Which figures illustrate which claim (figure names from analysis/figures.py).
-CLAIM_FIGURES = {
+CLAIM_FIGURES = {  # in claim order
     "C1": ["accuracy"],
-    "C6": [],
-    "C7": [],
     "C2": ["attention", "pattern_layer1", "pattern_layer2"],
     "C3": ["refinement"],
     "C4": ["refinement"],
     "C5": ["accuracy"],
+    "C6": [],
+    "C7": [],
     "C8": ["cosine_hist", "cosine_by_step", "patching"],
     "C9": ["fourier_spectrum", "fourier_neurons", "fourier_neuron"],
     "C10": ["weights", "qk2", "probes"],
@@ -51,6 +51,16 @@ class Source:
     aggregate: dict[str, Aggregate] | None  # for several seeds
     configs: list[str]
     claim_figures: dict[str, list[Path]] | None = None  # claim -> figure paths without suffix (e.g. a sweep's)
+
+
+def claim_bullets(src: Source, cid: str) -> list[tuple[str, str]]:
+    """(label, text) per seed of a source: every seed's verdict and measurement, not only the first."""
+    several = len(src.results) > 1
+    out = []
+    for run, res in zip(src.runs, src.results):
+        label = f"{src.name}, {Path(run).name}" if several else src.name
+        out.append((label, f"{res[cid].verdict}. {res[cid].detail} {res[cid].reason}".rstrip()))
+    return out
 
 
 def _fmt(v: float | None) -> str:
@@ -133,8 +143,7 @@ def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], vers
     for cid, figs in CLAIM_FIGURES.items():
         lines += [f"## {cid}: {BY_ID[cid].statement}", "", f"Criterion: {BY_ID[cid].criterion}.", ""]
         for src in sources:
-            res = src.results[0][cid]
-            lines.append(f"- **{src.name}**: {res.verdict}. {res.detail} {res.reason}".rstrip())
+            lines += [f"- **{label}**: {text}" for label, text in claim_bullets(src, cid)]
         lines.append("")
         for src in sources:
             for fig in figs:
@@ -221,8 +230,7 @@ def render_html(sources: list[Source], notes: list[str], versions: dict[str, str
         parts.append(f"<h2 id='{cid}'>{cid}: {esc(BY_ID[cid].statement)}</h2>")
         parts.append(f"<p><i>Criterion:</i> {esc(BY_ID[cid].criterion)}.</p><ul>")
         for src in sources:
-            res = src.results[0][cid]
-            parts.append(f"<li><b>{esc(src.name)}</b>: {esc(res.verdict)}. {esc(res.detail)} {esc(res.reason)}</li>")
+            parts += [f"<li><b>{esc(label)}</b>: {esc(text)}</li>" for label, text in claim_bullets(src, cid)]
         parts.append("</ul>")
         parts.append(_figure_block(sources, figs, cid))
         for src in sources:
