@@ -5,7 +5,9 @@ Layer numbers follow the paper: "layer 1" is ``blocks.0``, "layer 2" is ``blocks
 - ``prev_token``: mean layer-1 attention from each assignment value token to its variable (the
   token just before it in the paper's layout); ``prev_token_argmax``: fraction of value tokens
   whose most-attended key is their variable.
-- ``eq_to_operands``: layer-1 attention mass from the final ``=`` on the two operand positions.
+- ``eq_to_operands``: layer-1 attention mass from the final ``=`` on the two operand positions;
+  ``eq_to_left`` / ``eq_to_right``: the same on each operand separately (their sum hides a change
+  in how the split between them moves).
 - ``routing_acc``: among sequences with variable operands, the fraction where layer 2's most
   attended keys from the final ``=`` (as many as there are variable operands) are exactly the
   value tokens bound to the queried variables; ``routing_mass``: the attention mass on them.
@@ -29,6 +31,8 @@ class AttentionResult:
     prev_token: float
     prev_token_argmax: float
     eq_to_operands: float
+    eq_to_left: float
+    eq_to_right: float
     routing_acc: float
     routing_mass: float
 
@@ -43,11 +47,20 @@ def patterns(model: AssignAddTransformer, tokens: np.ndarray) -> list[torch.Tens
     return [cache["pattern", layer].mean(dim=1) for layer in range(model.cfg.n_layers)]
 
 
+def previous_token(first: np.ndarray, batch: Batch, vocab: Vocab) -> tuple[float, float]:
+    """(mean layer-1 attention of value tokens on their variable, share whose top key it is)."""
+    pos = find_positions(batch, vocab)
+    if not len(pos.value_rows):
+        return float("nan"), float("nan")
+    to_var = first[pos.value_rows, pos.value_pos, pos.var_pos]
+    top_key = first[pos.value_rows, pos.value_pos].argmax(axis=-1)
+    return float(to_var.mean()), float((top_key == pos.var_pos).mean())
+
+
 def scores_from_patterns(first: np.ndarray, last: np.ndarray, batch: Batch, vocab: Vocab) -> AttentionResult:
     """The measures from layer-1 (``first``) and layer-2 (``last``) patterns [batch, q, k]."""
     pos = find_positions(batch, vocab)
-    to_var = first[pos.value_rows, pos.value_pos, pos.var_pos]
-    top_key = first[pos.value_rows, pos.value_pos].argmax(axis=-1)
+    prev_mean, prev_argmax = previous_token(first, batch, vocab)
     lpos, rpos = vocab.operand_positions()
     eq = first[:, -1]
     eq_mass = eq[:, lpos] + eq[:, rpos]
@@ -62,9 +75,11 @@ def scores_from_patterns(first: np.ndarray, last: np.ndarray, batch: Batch, voca
         hits.append(set(order[i, : len(want)].tolist()) == want)
         mass.append(final[i, list(want)].sum())
     return AttentionResult(
-        prev_token=float(to_var.mean()) if len(to_var) else float("nan"),
-        prev_token_argmax=float((top_key == pos.var_pos).mean()) if len(to_var) else float("nan"),
+        prev_token=prev_mean,
+        prev_token_argmax=prev_argmax,
         eq_to_operands=float(eq_mass.mean()),
+        eq_to_left=float(eq[:, lpos].mean()),
+        eq_to_right=float(eq[:, rpos].mean()),
         routing_acc=float(np.mean(hits)) if hits else float("nan"),
         routing_mass=float(np.mean(mass)) if mass else float("nan"),
     )

@@ -4,10 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
+from assign_add.analysis import spike
 from assign_add.charts import Bars, Chart, Heat, Line, render
 
 CURVE_SETS = ("0var_train", "0var_heldout", "1var_train", "1var_heldout", "2var_heldout",
               "1var_forbidden", "2var_forbidden1", "2var_forbidden2", "1var_b_right")
+
+
+SPIKE_WINDOW = 3000  # steps either side of the binding step in the aligned figure
 
 
 def phase_markers(analysis: dict) -> dict[str, float]:
@@ -36,14 +42,22 @@ def charts(analysis: dict) -> dict[str, Chart]:
             out["refinement"] = Line("Restricted variables in their forbidden positions", d["steps"], per_var,
                                      ylabel="accuracy", markers=markers, ylim=(0, 1.02))
     if "attention" in analysis:
-        out["attention"] = _by_step(analysis, "attention", ["prev_token", "eq_to_operands", "routing_acc", "routing_mass"],
-                                    "Attention: layer-1 previous-token, layer-1 =→operands, layer-2 routing", "score")
+        out["attention"] = _by_step(analysis, "attention", ["prev_token", "eq_to_left", "eq_to_right", "routing_acc",
+                                                                   "routing_mass"],
+                                    "Attention: layer-1 previous-token, layer-1 = → each operand, layer-2 routing", "score")
         ex = analysis["attention"].get("example")
         if ex:
             for layer, pattern in enumerate(ex["patterns"]):
                 out[f"pattern_layer{layer + 1}"] = Heat(
                     f"Layer-{layer + 1} attention (step {ex['step']})", pattern, ex["tokens"], ex["tokens"],
                     xlabel="key", ylabel="query")
+    if analysis.get("spike"):
+        binding = analysis["spike"]["binding"]
+        x, series = spike.aligned_series(analysis, binding)
+        keep = [i for i, v in enumerate(x) if abs(v) <= SPIKE_WINDOW]
+        out["spike"] = Line(f"Progress measures around the binding step ({binding:,} = 0), each scaled to its range",
+                            [x[i] for i in keep], {k: [v[i] for i in keep] for k, v in series.items()},
+                            xlabel="step − binding step", ylabel="fraction of range", markers={"binding": 0.0})
     if "weights" in analysis:
         out["weights"] = _by_step(analysis, "weights", ["ov_mlp_addition_acc", "pos_prev_token", "qk2_identity"],
                                   "Weight-only progress measures", "score")
@@ -84,6 +98,15 @@ def charts(analysis: dict) -> dict[str, Chart]:
                                  "off-diag mean": [by[str(s)]["offdiag_mean"] for s in steps],
                                  "corr with final QK₂": [by[str(s)]["corr_with_later_qk"] for s in steps]},
                                 markers=markers)
+        theory = analysis["gradients"].get("theory", {}).get("by_step", {})
+        if theory:
+            ts = sorted(int(t) for t in theory)
+            mean = lambda key, t: float(np.nanmean([np.nan if r[key] is None else r[key] for r in theory[str(t)]]))  # noqa: E731
+            out["gradients_theory"] = Line(
+                "−∇QK₂ under the theory's preconditions (1-var sequences whose = carries the variable; mean of 3 samples)",
+                ts, {"diag mean": [mean("diag_mean", t) for t in ts], "off-diag mean": [mean("offdiag_mean", t) for t in ts],
+                     "corr with final QK₂": [mean("corr_with_later_qk", t) for t in ts],
+                     "rows with diagonal max": [mean("diag_argmax", t) for t in ts]}, markers=markers)
         if steps:
             last = by[str(steps[-1])]
             out["gradient_matrix"] = Heat(f"−∇QK₂ over variables (step {steps[-1]})", last["matrix"],

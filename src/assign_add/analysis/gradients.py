@@ -8,6 +8,20 @@ theory predicts: strongest on the diagonal (a queried variable should attend to 
 to the same variable).  Reported per checkpoint: diagonal vs off-diagonal mean, the fraction of
 rows whose largest entry is diagonal, and the correlation with the QK₂ pattern in the same basis
 at a later reference checkpoint.
+
+The theory (Bietti et al., "Birth of a Transformer: A Memory Viewpoint") assumes two things, and
+``theory_gradients`` measures the update only where they hold, as the preconditions (not the
+outcome) pick:
+
+(a) the layer-1 previous-token head exists: a value token's most-attended key is its variable for
+    at least ``PREV_TOKEN_MIN`` of value tokens (the C10 criterion), so a value carries its variable;
+(b) the ``=`` query carries the queried variable: among 1-var training sequences, those whose
+    ``=`` gives more layer-1 attention to the variable operand than to the constant operand.
+
+At each checkpoint before binding where (a) holds and at least ``MIN_SEQUENCES`` sequences of
+every sample satisfy (b), −∇QK₂ is computed on those sequences, in ``THEORY_SAMPLES`` disjoint
+samples, so each figure comes with its spread.  The full-mixture gradient (every query type, every
+checkpoint) stays beside it as a second, separately named number.
 """
 
 from __future__ import annotations
@@ -20,8 +34,18 @@ import torch
 from assign_add.analysis.weights import ov_circuit
 from assign_add.model.fast import answer_loss
 from assign_add.model.hooked import AssignAddTransformer
-from assign_add.task.generator import Batch
+from assign_add.analysis.attention import patterns, previous_token
+from assign_add.config import TaskConfig
+from assign_add.task.evalsets import pool_definitions
+from assign_add.task.generator import Batch, sample
+from assign_add.task.partitions import Partitions
 from assign_add.task.vocab import Vocab
+
+PREV_TOKEN_MIN = 0.90  # precondition (a); the same level as claim C10's previous-token criterion
+MIN_SEQUENCES = 50  # per sample: fewer sequences satisfying (b) and the checkpoint is not measurable
+THEORY_SAMPLES = 3
+THEORY_SAMPLE_SIZE = 1024  # 1-var sequences drawn per sample, before the filter (b)
+THEORY_SEED = 12345
 
 
 @dataclass
@@ -82,3 +106,94 @@ def gradient_analysis(
     d, o, a = diagonal_stats(m)
     corr = float(np.corrcoef(m.reshape(-1), later_qk.reshape(-1))[0, 1]) if later_qk is not None else None
     return GradientResult(d, o, a, corr, m.tolist())
+
+
+# --------------------------------------------------------------------------- under the preconditions
+
+
+@dataclass
+class Preconditions:
+    """Measured on the 1-var sample at one checkpoint (layer-1 attention)."""
+
+    prev_token_argmax: float  # (a): share of value tokens whose top layer-1 key is their variable
+    eq_to_left: float  # mean layer-1 attention from '=' on the left / right operand
+    eq_to_right: float
+    carried_share: float  # (b): share of 1-var sequences whose '=' favours the variable operand
+    carried_min: int  # fewest sequences satisfying (b) in any one sample
+
+    @property
+    def hold(self) -> bool:
+        return self.prev_token_argmax >= PREV_TOKEN_MIN and self.carried_min >= MIN_SEQUENCES
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "hold": self.hold}
+
+
+def one_var_samples(task: TaskConfig, parts: Partitions, vocab: Vocab, n: int = THEORY_SAMPLES,
+                    size: int = THEORY_SAMPLE_SIZE, seed: int = THEORY_SEED) -> list[Batch]:
+    """``n`` disjoint slices of one draw of 1-var training sequences (training pairs, allowed positions)."""
+    spec = next(d.spec for d in pool_definitions(task, parts) if d.name == "1var_train")
+    big = sample(np.random.default_rng(seed), vocab, task, spec, n * size)
+    return [big.take(slice(i * size, (i + 1) * size)) for i in range(n)]
+
+
+def carries_variable(first: np.ndarray, batch: Batch, vocab: Vocab) -> np.ndarray:
+    """Per 1-var sequence: does '=' give more layer-1 attention (``first`` [B, q, k]) to the variable
+    operand than to the constant one?  False for 0-var and 2-var sequences."""
+    lpos, rpos = vocab.operand_positions()
+    eq = first[:, -1]
+    left_var = batch.lhs_var >= 0
+    one_var = left_var ^ (batch.rhs_var >= 0)
+    on_var = np.where(left_var, eq[:, lpos], eq[:, rpos])
+    on_const = np.where(left_var, eq[:, rpos], eq[:, lpos])
+    return one_var & (on_var > on_const)
+
+
+def preconditions(model: AssignAddTransformer, samples: list[Batch], vocab: Vocab) -> tuple[Preconditions, list[np.ndarray]]:
+    """The preconditions at one checkpoint, and each sample's mask of sequences satisfying (b)."""
+    firsts = [patterns(model, b.tokens)[0].numpy() for b in samples]
+    masks = [carries_variable(f, b, vocab) for f, b in zip(firsts, samples)]
+    lpos, rpos = vocab.operand_positions()
+    eq = np.concatenate([f[:, -1] for f in firsts])
+    both = Batch.concat(samples)
+    first = np.concatenate(firsts)
+    pre = Preconditions(
+        prev_token_argmax=previous_token(first, both, vocab)[1],
+        eq_to_left=float(eq[:, lpos].mean()),
+        eq_to_right=float(eq[:, rpos].mean()),
+        carried_share=float(np.concatenate(masks).mean()),
+        carried_min=int(min(m.sum() for m in masks)),
+    )
+    return pre, masks
+
+
+def theory_gradients(model: AssignAddTransformer, samples: list[Batch], masks: list[np.ndarray], vocab: Vocab,
+                     later_qk: np.ndarray | None) -> list[GradientResult]:
+    """−∇QK₂ in the variable basis on each sample's sequences that satisfy (b)."""
+    return [gradient_analysis(model, b.take(m), vocab, later_qk) for b, m in zip(samples, masks)]
+
+
+def _mean_sd(xs: list[float]) -> list[float]:
+    return [float(np.mean(xs)), float(np.std(xs, ddof=1)) if len(xs) > 1 else 0.0]
+
+
+def window_stats(by_step: dict[str, list[dict]], steps: list[int]) -> dict:
+    """Per sample, over ``steps``: share of checkpoints with diagonal mean > off-diagonal mean, mean
+    correlation with the final QK₂, mean diagonal-argmax share; then [mean, sd] over the samples."""
+    per_sample = list(zip(*[by_step[str(s)] for s in steps]))  # sample -> its rows over the steps
+    diag = [float(np.mean([r["diag_mean"] > r["offdiag_mean"] for r in rows])) for rows in per_sample]
+    corr = [float(np.nanmean([np.nan if r["corr_with_later_qk"] is None else r["corr_with_later_qk"] for r in rows]))
+            for rows in per_sample]
+    argmax = [float(np.mean([r["diag_argmax"] for r in rows])) for rows in per_sample]
+    return {"steps": steps, "samples": len(per_sample), "diag_share": _mean_sd(diag), "corr": _mean_sd(corr),
+            "diag_argmax": _mean_sd(argmax)}
+
+
+def summarize_theory(theory: dict) -> dict:
+    """``window``: the pre-binding checkpoints where both preconditions hold; ``from_start``: every
+    pre-binding checkpoint with enough sequences satisfying (b), whether or not (a) holds there."""
+    pre, by = theory["preconditions"], theory["by_step"]
+    measured = sorted((int(s) for s in by), key=int)
+    window = [s for s in measured if pre[str(s)]["hold"]]
+    return {"window": window_stats(by, window) if window else None,
+            "from_start": window_stats(by, measured) if measured else None}

@@ -23,6 +23,7 @@ from assign_add.analysis import (
     gradients,
     probes,
     representation,
+    spike,
     weights,
 )
 from assign_add.config import ConfigError
@@ -110,6 +111,10 @@ def _analyze(run: RunDir, only: list[str] | None, steps: list[int] | None, progr
             out["representation"]["by_step"][str(step)] = {"matched_mean": res.matched_mean, "shuffled_mean": res.shuffled_mean}
         tick("checkpoints", i + 1, len(steps))
 
+    if "dynamics" in only and per_step:
+        table = spike.spike_table(out)
+        out["spike"] = table.to_json() if table is not None else None
+
     final_model = run.load_model(final)
     if "weights" in only:
         qk = weights.variable_qk_matrix(final_model, vocab)
@@ -134,14 +139,7 @@ def _analyze(run: RunDir, only: list[str] | None, steps: list[int] | None, progr
         out["fourier"]["example_grids"] = {str(int(j)): raw["grid"][:, :, j].round(4).tolist() for j in best}
         tick("fourier", 1, 1)
     if "gradients" in only:
-        until = phases.binding if phases.binding is not None else final
-        early = [s for s in steps if s < until] or steps[:1]
-        chosen = sorted({early[int(round(x))] for x in np.linspace(0, len(early) - 1, min(GRADIENT_CHECKPOINTS, len(early)))})
-        later = weights.variable_qk_matrix(final_model, vocab)
-        batch = Sampler(cfg.task, seed=12345).batch(0, 2048)
-        out["gradients"] = {"reference_step": final, "by_step": {}}
-        for s in chosen:
-            out["gradients"]["by_step"][str(s)] = gradients.gradient_analysis(run.load_model(s), batch, vocab, later).to_json()
+        out["gradients"] = _gradients(run, steps, phases.binding, final_model, vocab)
         tick("gradients", 1, 1)
     if "causal" in only:
         res = causal.causal_checks(final_model, _pools(sets), vocab)
@@ -157,6 +155,29 @@ def _analyze(run: RunDir, only: list[str] | None, steps: list[int] | None, progr
 
     write_figures(out, run.root / "figures")
     return out
+
+
+def _gradients(run: RunDir, steps: list[int], binding: int | None, final_model, vocab: Vocab) -> dict:
+    """−∇QK₂ before binding: under the theory's preconditions (every pre-binding checkpoint, three
+    disjoint samples), and on the full training mixture at up to GRADIENT_CHECKPOINTS checkpoints."""
+    cfg = run.config()
+    until = binding if binding is not None else steps[-1]
+    early = [s for s in steps if s < until] or steps[:1]
+    later = weights.variable_qk_matrix(final_model, vocab)
+    samples = gradients.one_var_samples(cfg.task, run.partitions(), vocab)
+    theory: dict = {"preconditions": {}, "by_step": {}}
+    for s in early:
+        model = run.load_model(s)
+        pre, masks = gradients.preconditions(model, samples, vocab)
+        theory["preconditions"][str(s)] = pre.to_json()
+        if pre.carried_min >= gradients.MIN_SEQUENCES:
+            res = gradients.theory_gradients(model, samples, masks, vocab, later)
+            theory["by_step"][str(s)] = [r.to_json() for r in res]
+    theory["summary"] = gradients.summarize_theory(theory)
+    chosen = sorted({early[int(round(x))] for x in np.linspace(0, len(early) - 1, min(GRADIENT_CHECKPOINTS, len(early)))})
+    batch = Sampler(cfg.task, seed=gradients.THEORY_SEED).batch(0, 2048)
+    full = {str(s): gradients.gradient_analysis(run.load_model(s), batch, vocab, later).to_json() for s in chosen}
+    return {"reference_step": steps[-1], "binding": binding, "by_step": full, "theory": theory}
 
 
 def _clean(obj):

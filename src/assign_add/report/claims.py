@@ -15,6 +15,9 @@ from typing import Callable
 import numpy as np
 
 from assign_add.analysis import criteria as AC
+from assign_add.analysis.gradients import MIN_SEQUENCES, PREV_TOKEN_MIN
+from assign_add.analysis.spike import C2_MEASURE as SPIKE_MEASURE
+from assign_add.analysis.spike import JUMPS as SPIKE_JUMPS
 
 HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
 
@@ -46,10 +49,11 @@ CLAIMS = [
           "phase 1 (0-var ≈ 100 % long before step 5,300)",
           f"addition step < binding step and 0-var held-out ≥ {C1_ZERO_VAR_HELDOUT_BEFORE_BINDING:.0%} at the "
           "evaluation before binding"),
-    Claim("C2", "A sharp spike for variable sequences coincides with attention starting to route values to variables",
-          "1-var held-out 59 % → 96 % between steps 5,301 and 5,401",
-          f"largest 1-var held-out rise between two evaluations ≥ {C2_MIN_RISE:.0%}, and the largest rise of layer-2 "
-          "routing accuracy between checkpoints falls in the checkpoint interval containing the binding step"),
+    Claim("C2", "A sharp spike for variable sequences coincides with layer-1 attention starting to route constants "
+          "to their variables", "1-var held-out 59 % → 96 % between steps 5,301 and 5,401",
+          f"largest 1-var held-out rise between two evaluations ≥ {C2_MIN_RISE:.0%}, and the layer-1 previous-token "
+          "attention (value → its variable) makes its largest change between checkpoints in the interval containing "
+          "the binding step (the spike table shows every other measure)"),
     Claim("C3", "A later refinement phase fixes variables in forbidden positions",
           "steps 14,500–16,000 (`b` as right operand 5 % → 99 %)",
           f"mean forbidden-position accuracy reaches {AC.REFINEMENT_ACC:.0%} at a step after binding"),
@@ -75,8 +79,10 @@ CLAIMS = [
           f"final: value tokens' top key is their variable in ≥ {C10_PREV_TOKEN:.0%}, and QK₂ through OV₁ has its "
           f"row maximum on the diagonal for ≥ {C10_QK_IDENTITY:.0%} of variables"),
     Claim("C11", "The negative gradient on QK₂ forms associative-memory (identity) blocks", "theory",
-          f"before binding, −∇QK₂ in the variable basis has diagonal mean > off-diagonal mean at ≥ "
-          f"{C11_DIAG_SHARE:.0%} of checkpoints, and mean correlation with the final QK₂ ≥ {C11_CORR}"),
+          f"at the checkpoints before binding where the theory's preconditions hold (previous-token argmax ≥ "
+          f"{PREV_TOKEN_MIN:.0%}; 1-var sequences whose = attends more to the variable operand), −∇QK₂ in the "
+          f"variable basis has diagonal mean > off-diagonal mean at ≥ {C11_DIAG_SHARE:.0%} of them and mean "
+          f"correlation with the final QK₂ ≥ {C11_CORR} (means over 3 disjoint samples)"),
 ]
 BY_ID = {c.id: c for c in CLAIMS}
 
@@ -131,20 +137,25 @@ def _largest_rise_step(by_step: dict, key: str) -> int | None:
 
 
 def c2(a: dict) -> ClaimResult:
-    if "dynamics" not in a or "attention" not in a:
-        return _missing("C2", "dynamics or attention")
-    p = a["dynamics"]["phases"]
-    if p["binding"] is None:
-        return ClaimResult("C2", None, "", FAILS, "no binding step found")
-    steps = sorted(int(s) for s in a["attention"]["by_step"])
-    route_step = _largest_rise_step(a["attention"]["by_step"], "routing_acc")
-    # the checkpoint interval (prev_ckpt, next_ckpt] that contains the binding step
-    nxt = min((s for s in steps if s >= p["binding"]), default=None)
-    coincide = route_step is not None and nxt is not None and route_step == nxt
-    ok = p["binding_rise"] >= C2_MIN_RISE and coincide
+    """The spike, and whether the measure the sentence names (layer-1 previous-token attention:
+    constants routed to their variables) makes its largest change in the binding interval."""
+    if "dynamics" not in a or not a.get("spike"):
+        return _missing("C2", "dynamics or the spike table (attention by checkpoint)")
+    p, table = a["dynamics"]["phases"], a["spike"]
+    rows = {r["measure"]: r for r in table["rows"]}
+    named = rows.get(SPIKE_MEASURE)
+    if named is None:
+        return _missing("C2", "layer-1 previous-token attention around the binding step")
+    jumped = [r["measure"] for r in table["rows"] if r["kind"] == SPIKE_JUMPS]
+    ok = p["binding_rise"] >= C2_MIN_RISE and named["kind"] == SPIKE_JUMPS
     detail = (f"1-var held-out {p['binding_from']:.2f} → {p['binding_to']:.2f} at step {p['binding']} "
-              f"(rise {p['binding_rise']:.2f}); largest routing rise at checkpoint {route_step}")
-    return ClaimResult("C2", float(p["binding_rise"]), detail, _verdict(ok))
+              f"(rise {p['binding_rise']:.2f}); binding interval {table['before_step']}–{table['at_step']}: layer-1 "
+              f"previous-token attention {named['before']:.2f} → {named['at']:.2f} ({named['kind']}; its largest "
+              f"change {named['largest_change']:+.2f} at {named['largest_step']}); jump at binding: "
+              f"{', '.join(jumped) or 'none'}")
+    reason = "" if ok else ("the spike is below the criterion" if p["binding_rise"] < C2_MIN_RISE else
+                            f"layer-1 previous-token attention is {named['kind']}, not starting at the spike")
+    return ClaimResult("C2", float(p["binding_rise"]), detail, _verdict(ok), reason)
 
 
 def c3(a: dict) -> ClaimResult:
@@ -273,17 +284,36 @@ def c10(a: dict) -> ClaimResult:
     return ClaimResult("C10", float(w["qk2_identity"]), detail, _verdict(ok))
 
 
+def _fmt_ms(ms: list[float]) -> str:
+    return f"{ms[0]:.2f} ± {ms[1]:.2f}"
+
+
 def c11(a: dict) -> ClaimResult:
-    g = a.get("gradients", {}).get("by_step")
-    if not g:
-        return _missing("C11", "gradients")
-    rows = [g[s] for s in sorted(g, key=int)]
-    diag_share = float(np.mean([r["diag_mean"] > r["offdiag_mean"] for r in rows]))
-    corr = float(np.mean([r["corr_with_later_qk"] for r in rows if r["corr_with_later_qk"] is not None]))
-    ok = diag_share >= C11_DIAG_SHARE and corr >= C11_CORR
-    detail = (f"diagonal > off-diagonal at {diag_share:.0%} of {len(rows)} checkpoints "
-              f"({', '.join(sorted(g, key=int))}); mean correlation with the final QK₂ {corr:.2f}")
-    return ClaimResult("C11", corr, detail, _verdict(ok))
+    """Under the theory's preconditions (the window they pick); the full-mixture figure beside it."""
+    g = a.get("gradients", {})
+    summary = g.get("theory", {}).get("summary")
+    if not summary:
+        return _missing("C11", "gradients under the preconditions")
+    full = g.get("by_step", {})
+    full_rows = [full[s] for s in sorted(full, key=int)]
+    plain = (f"full training mixture at {len(full_rows)} checkpoints: diagonal > off-diagonal at "
+             f"{np.mean([r['diag_mean'] > r['offdiag_mean'] for r in full_rows]):.0%}, correlation "
+             f"{np.mean([r['corr_with_later_qk'] for r in full_rows if r['corr_with_later_qk'] is not None]):.2f}"
+             if full_rows else "full mixture not measured")
+    start = summary.get("from_start")
+    earlier = (f"window from step {start['steps'][0]} ({len(start['steps'])} checkpoints): diagonal share "
+               f"{_fmt_ms(start['diag_share'])}, correlation {_fmt_ms(start['corr'])}" if start else "")
+    win = summary.get("window")
+    if not win:
+        return ClaimResult("C11", None, f"{earlier}; {plain}".strip("; "), NOT_MEASURED,
+                           f"the preconditions (previous-token argmax ≥ {PREV_TOKEN_MIN}, ≥ {MIN_SEQUENCES} sequences "
+                           "per sample whose = carries the variable) hold at no checkpoint before binding")
+    ok = win["diag_share"][0] >= C11_DIAG_SHARE and win["corr"][0] >= C11_CORR
+    detail = (f"window {win['steps'][0]}–{win['steps'][-1]} ({len(win['steps'])} checkpoints before binding where "
+              f"the preconditions hold), {win['samples']} disjoint samples: diagonal > off-diagonal share "
+              f"{_fmt_ms(win['diag_share'])}, correlation with the final QK₂ {_fmt_ms(win['corr'])}, rows with a "
+              f"diagonal maximum {_fmt_ms(win['diag_argmax'])}; {earlier}; {plain}")
+    return ClaimResult("C11", float(win["corr"][0]), detail, _verdict(ok))
 
 
 CLAIM_FUNCTIONS: dict[str, Callable[[dict], ClaimResult]] = {

@@ -27,7 +27,7 @@ from assign_add.report.claims import (
 # Which figures illustrate which claim (figure names from analysis/figures.py).
 CLAIM_FIGURES = {  # in claim order
     "C1": ["accuracy"],
-    "C2": ["attention", "pattern_layer1", "pattern_layer2"],
+    "C2": ["spike", "attention", "pattern_layer1", "pattern_layer2"],
     "C3": ["refinement"],
     "C4": ["refinement"],
     "C5": ["accuracy"],
@@ -36,7 +36,7 @@ CLAIM_FIGURES = {  # in claim order
     "C8": ["cosine_hist", "cosine_by_step", "patching"],
     "C9": ["fourier_spectrum", "fourier_neurons", "fourier_neuron"],
     "C10": ["weights", "qk2", "probes"],
-    "C11": ["gradients", "gradient_matrix"],
+    "C11": ["gradients_theory", "gradients", "gradient_matrix"],
 }
 EXTRA_FIGURES = ["ablations"]
 
@@ -120,6 +120,30 @@ def differences(sources: list[Source]) -> list[str]:
     return out
 
 
+SPIKE_COLUMNS = ["measure", "before", "at", "after", "final", "largest change (at step)", "kind"]
+
+
+def spike_tables(src: Source) -> list[tuple[str, str, list[list[str]]]]:
+    """(label, caption, rows) of the C2 spike table for every run of a source that has one."""
+    import json
+
+    out = []
+    for run in src.runs:
+        path = Path(run) / "analysis.json"
+        table = json.loads(path.read_text()).get("spike") if path.is_file() else None
+        if not table:
+            continue
+        label = f"{src.name}, {Path(run).name}" if len(src.runs) > 1 else src.name
+        after = "—" if table["after_step"] is None else f"{table['after_step']:,}"
+        caption = (f"binding step {table['binding']:,}; before = checkpoint {table['before_step']:,}, "
+                   f"at = {table['at_step']:,}, after = {after}")
+        f = lambda v: "—" if v is None else f"{v:.2f}"  # noqa: E731
+        rows = [[r["label"], f(r["before"]), f(r["at"]), f(r["after"]), f(r["final"]),
+                 f"{r['largest_change']:+.2f} ({r['largest_step']:,})", r["kind"]] for r in table["rows"]]
+        out.append((label, caption, rows))
+    return out
+
+
 # --------------------------------------------------------------------------- markdown
 
 
@@ -145,6 +169,12 @@ def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], vers
         for src in sources:
             lines += [f"- **{label}**: {text}" for label, text in claim_bullets(src, cid)]
         lines.append("")
+        if cid == "C2":
+            for src in sources:
+                for label, caption, rows in spike_tables(src):
+                    lines += [f"What happens at the spike, {label} ({caption}):", ""]
+                    lines += ["| " + " | ".join(SPIKE_COLUMNS) + " |", "|" + "---|" * len(SPIKE_COLUMNS)]
+                    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows] + [""]
         for src in sources:
             for fig in figs:
                 png = _figure_copy(src, fig, out_dir)
@@ -232,6 +262,13 @@ def render_html(sources: list[Source], notes: list[str], versions: dict[str, str
         for src in sources:
             parts += [f"<li><b>{esc(label)}</b>: {esc(text)}</li>" for label, text in claim_bullets(src, cid)]
         parts.append("</ul>")
+        if cid == "C2":
+            for src in sources:
+                for label, caption, rows in spike_tables(src):
+                    parts.append(f"<p>What happens at the spike, <b>{esc(label)}</b> ({esc(caption)}):</p>"
+                                 "<table class='spike'><tr>" + "".join(f"<th>{esc(c)}</th>" for c in SPIKE_COLUMNS) + "</tr>")
+                    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows]
+                    parts.append("</table>")
         parts.append(_figure_block(sources, figs, cid))
         for src in sources:
             for stem in (src.claim_figures or {}).get(cid, []):

@@ -1,0 +1,140 @@
+"""What happens at the binding spike (claim C2): every progress measure around the binding step.
+
+Pure functions of the per-checkpoint measures already in ``analysis.json`` (attention, weights,
+probes, representation).  For each measure, over the checkpoints:
+
+- ``before`` / ``at`` / ``after``: its value at the last checkpoint before the binding step, at
+  the first checkpoint at or after it (the two bound the *binding interval*), and at the next one;
+- ``largest_step`` / ``largest_change``: the checkpoint ending the interval with its largest
+  change in absolute value (a fall counts: ``=`` → right operand falls as ``=`` → left rises);
+- ``share``: the change across the binding interval as a fraction of the measure's range;
+- ``kind``: ``jumps at binding`` when its largest change is the binding interval;
+  ``in place before`` when the value before binding is within ``IN_PLACE_FRACTION`` of its range
+  from the final value; otherwise ``changes elsewhere``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+# (section of analysis.json, key, label)
+MEASURES: tuple[tuple[str, str, str], ...] = (
+    ("attention", "prev_token", "layer-1 previous-token attention (value → its variable)"),
+    ("attention", "prev_token_argmax", "layer-1 previous-token argmax share"),
+    ("attention", "eq_to_left", "layer-1 attention = → left operand"),
+    ("attention", "eq_to_right", "layer-1 attention = → right operand"),
+    ("attention", "routing_acc", "layer-2 routing accuracy (= → bound values)"),
+    ("attention", "routing_mass", "layer-2 routing mass"),
+    ("weights", "qk2_identity", "QK₂ identity through OV₁"),
+    ("weights", "pos_prev_token", "QK₁ positional previous-token match"),
+    ("weights", "ov_mlp_addition_acc", "OV₂→MLP₂ addition accuracy"),
+    ("probes", "operand_n", "probe: left operand value at = (before MLP₂)"),
+    ("probes", "operand_m", "probe: right operand value at = (before MLP₂)"),
+    ("probes", "bound_variable", "probe: bound variable at value tokens"),
+    ("representation", "matched_mean", "cosine variable vs constant form"),
+)
+# The measure the paper's C2 sentence names: "layer-1 attention starting to route constants to
+# their variables" is the layer-1 previous-token attention of value tokens.
+C2_MEASURE = "prev_token"
+IN_PLACE_FRACTION = 0.2
+JUMPS, IN_PLACE, ELSEWHERE = "jumps at binding", "in place before", "changes elsewhere"
+
+
+@dataclass
+class SpikeRow:
+    measure: str
+    label: str
+    before: float
+    at: float
+    after: float | None
+    final: float
+    largest_step: int
+    largest_change: float
+    share: float
+    kind: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SpikeTable:
+    binding: int  # the binding step (end of the largest 1-var held-out rise between evaluations)
+    before_step: int  # last checkpoint before it
+    at_step: int  # first checkpoint at or after it
+    after_step: int | None
+    rows: list[SpikeRow]
+
+    def to_json(self) -> dict:
+        return {**{k: v for k, v in asdict(self).items() if k != "rows"}, "rows": [r.to_json() for r in self.rows]}
+
+
+def measure_series(analysis: dict) -> dict[str, tuple[str, list[int], list[float]]]:
+    """measure key -> (label, checkpoint steps, values) for every measure present with finite values."""
+    out = {}
+    for section, key, label in MEASURES:
+        by = analysis.get(section, {}).get("by_step", {})
+        steps = sorted(int(s) for s in by if by[s].get(key) is not None)
+        vals = [float(by[str(s)][key]) for s in steps]
+        if len(steps) >= 2 and np.all(np.isfinite(vals)):
+            out[key] = (label, steps, vals)
+    return out
+
+
+def classify(steps: list[int], values: list[float], binding: int) -> SpikeRow | None:
+    """One measure's row, or None when no checkpoint lies on both sides of ``binding``."""
+    s = np.asarray(steps)
+    v = np.asarray(values, dtype=float)
+    before_i = np.nonzero(s < binding)[0]
+    at_i = np.nonzero(s >= binding)[0]
+    if not len(before_i) or not len(at_i):
+        return None
+    b, a = int(before_i[-1]), int(at_i[0])
+    diffs = np.diff(v)
+    j = int(np.argmax(np.abs(diffs)))
+    span = float(v.max() - v.min())
+    share = float((v[a] - v[b]) / span) if span > 0 else 0.0
+    if j + 1 == a and span > 0:
+        kind = JUMPS
+    elif abs(v[-1] - v[b]) <= IN_PLACE_FRACTION * span:
+        kind = IN_PLACE
+    else:
+        kind = ELSEWHERE
+    after = float(v[a + 1]) if a + 1 < len(v) else None
+    return SpikeRow("", "", float(v[b]), float(v[a]), after, float(v[-1]), int(s[j + 1]), float(diffs[j]), share, kind)
+
+
+def spike_table(analysis: dict) -> SpikeTable | None:
+    """The table for one analysis, or None without a binding step or checkpoints around it."""
+    binding = analysis.get("dynamics", {}).get("phases", {}).get("binding")
+    if binding is None:
+        return None
+    rows = []
+    for key, (label, steps, vals) in measure_series(analysis).items():
+        row = classify(steps, vals, binding)
+        if row is not None:
+            row.measure, row.label = key, label
+            rows.append(row)
+    if not rows:
+        return None
+    steps = sorted({int(s) for sec in ("attention", "weights") for s in analysis.get(sec, {}).get("by_step", {})})
+    before = max(s for s in steps if s < binding)
+    at = min(s for s in steps if s >= binding)
+    after = min((s for s in steps if s > at), default=None)
+    return SpikeTable(int(binding), before, at, after, rows)
+
+
+def aligned_series(analysis: dict, binding: int) -> tuple[list[float], dict[str, list[float]]]:
+    """Every measure rescaled to [0, 1] over its range, on a common x = step − binding step."""
+    series = measure_series(analysis)
+    xs = sorted({s for _, steps, _ in series.values() for s in steps})
+    out = {}
+    for key, (label, steps, vals) in series.items():
+        v = np.asarray(vals)
+        span = v.max() - v.min()
+        scaled = (v - v.min()) / span if span > 0 else np.zeros_like(v)
+        lookup = dict(zip(steps, scaled))
+        out[key] = [float(lookup[x]) if x in lookup else float("nan") for x in xs]
+    return [float(x - binding) for x in xs], out
