@@ -328,7 +328,8 @@ def _print_analysis_summary(out: dict) -> None:
 def reproduce_cmd(
     overrides: Optional[list[str]] = OverridesArg,
     out: Path = typer.Option(Path("runs/reproduce"), "--out", help="output folder (runs, claims.json, report)"),
-    seeds: int = typer.Option(1, "--seeds", help="number of training seeds (42, 43, ...)"),
+    seeds: int = typer.Option(3, "--seeds", help="training seeds (42, 43, ...), trained in parallel processes; "
+                              "verdicts over seeds; ≥ 2 adds the phase-timing distribution"),
     steps: Optional[int] = typer.Option(None, "--steps", help="training steps (default 20,000)"),
     paper_checkpoints: Optional[Path] = typer.Option(
         None, "--paper-checkpoints", help="also import and analyse the authors' checkpoints (a folder of .pth)"),

@@ -19,7 +19,10 @@ from assign_add.analysis.gradients import MIN_SEQUENCES, PREV_TOKEN_MIN
 from assign_add.analysis.spike import C2_MEASURE as SPIKE_MEASURE
 from assign_add.analysis.spike import JUMPS as SPIKE_JUMPS
 
-HOLDS, FAILS, NOT_MEASURED = "holds", "does not hold", "not measured"
+HOLDS, FAILS, NOT_MEASURED, MIXED = "holds", "does not hold", "not measured", "mixed"
+AGGREGATE_RULE = ("over seeds: a verdict shared by every seed that measured the claim is kept (holds, does not hold, "
+                  "not converged); seeds that disagree give 'mixed', with how many seeds it holds in; the value is "
+                  "the mean ± sd (n − 1) over seeds, each seed's value beside it")
 
 # Thresholds of the claims table (stated in the report beside every verdict).
 C1_ZERO_VAR_HELDOUT_BEFORE_BINDING = 0.90
@@ -338,17 +341,14 @@ class Aggregate:
 
 
 def aggregate(results: list[ClaimResult]) -> Aggregate:
-    """Holds when it holds in every seed; not measured when no seed measured it; a verdict shared by
-    every measured seed (e.g. "not converged") is kept; any other mix does not hold."""
+    """The rule in ``AGGREGATE_RULE``; "not measured" when no seed measured the claim."""
     vals = [r.value for r in results]
     nums = [v for v in vals if v is not None]
-    verdicts = [r.verdict for r in results]
-    measured = [v for v in verdicts if v != NOT_MEASURED]
+    measured = [r.verdict for r in results if r.verdict != NOT_MEASURED]
     if not measured:
         return Aggregate(results[0].id, None, None, vals, NOT_MEASURED, results[0].reason)
     n_hold = sum(v == HOLDS for v in measured)
-    # every seed the same verdict: that verdict (holds, does not hold, not converged); else does not hold
-    verdict = measured[0] if len(set(measured)) == 1 else FAILS
+    verdict = measured[0] if len(set(measured)) == 1 else MIXED
     reason = "" if verdict == HOLDS else f"holds in {n_hold} of {len(measured)} seeds"
     mean = float(np.mean(nums)) if nums else None
     sd = float(np.std(nums, ddof=1)) if len(nums) > 1 else (0.0 if nums else None)

@@ -17,7 +17,9 @@ from assign_add.io import atomic_write_text
 from assign_add.report.claims import (
     BY_ID,
     CLAIMS,
+    AGGREGATE_RULE,
     HOLDS,
+    MIXED,
     NOT_CONVERGED,
     NOT_MEASURED,
     Aggregate,
@@ -144,6 +146,54 @@ def spike_tables(src: Source) -> list[tuple[str, str, list[list[str]]]]:
     return out
 
 
+def timing_rows(timing: dict) -> tuple[list[str], list[list[str]], list[str], list[list[str]], str]:
+    """(phase columns, phase rows, predictor columns, predictor rows, best-predictor sentence)."""
+    ref = timing.get("reference") or {}
+    cols = ["phase", "seeds", "min", "median", "max", "mean ± sd", "released run"]
+    rows = []
+    for phase, st in timing["phases"]["summary"].items():
+        if st is None:
+            rows.append([phase, "0", "—", "—", "—", "—", _fmt(ref.get(phase))])
+            continue
+        n = f"{st['n']}" + (f" ({st['missing']} without)" if st["missing"] else "")
+        rows.append([phase, n, _fmt(st["min"]), _fmt(st["median"]), _fmt(st["max"]),
+                     f"{st['mean']:,.0f} ± {st['sd']:,.0f}", _fmt(ref.get(phase))])
+    pcols = ["measure", "half-range step per seed", "before binding in every seed", "Spearman ρ with binding", "p"]
+    prows = [[p["label"], ", ".join("—" if x is None else f"{x:,}" for x in p["steps"]),
+              "yes" if p["early_in_every_seed"] else "no",
+              "—" if p["rho"] is None else f"{p['rho']:+.2f}", "—" if p["p_value"] is None else f"{p['p_value']:.3g}"]
+             for p in timing["predictors"]]
+    best = timing.get("best")
+    sentence = ("No measure crosses half its range before binding in every seed with a defined correlation."
+                if best is None else
+                f"Best early predictor of the binding step: {best['label']} (ρ = {best['rho']:+.2f}, p = "
+                f"{best['p_value']:.3g} per measure; {timing['measures_tried']} measures tried, so multiply p by "
+                f"{timing['measures_tried']} for a Bonferroni reading).")
+    return cols, rows, pcols, prows, sentence
+
+
+def timing_chart(timing: dict):
+    from assign_add.analysis.timing import ecdf
+    from assign_add.charts import Line
+
+    xs, series = ecdf(timing["phases"]["per_seed"])
+    ref = {f"released {k}": v for k, v in (timing.get("reference") or {}).items() if v is not None}
+    return Line(f"Phase steps over {len(timing['phases']['per_seed'])} seeds (empirical CDF)", xs, series,
+                ylabel="fraction of seeds at or before", markers=ref, ylim=(0, 1.02))
+
+
+def _md_table(cols: list[str], rows: list[list[str]]) -> list[str]:
+    return (["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            + ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows] + [""])
+
+
+def _html_table(cols: list[str], rows: list[list[str]], cls: str = "") -> str:
+    esc = html.escape
+    head = "<tr>" + "".join(f"<th>{esc(c)}</th>" for c in cols) + "</tr>"
+    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table class='{cls}'>{head}{body}</table>"
+
+
 # --------------------------------------------------------------------------- markdown
 
 
@@ -151,7 +201,8 @@ def _md_escape(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], versions: dict[str, str]) -> str:
+def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], versions: dict[str, str],
+                    timing: dict | None = None) -> str:
     lines = ["# Assign and Add: reproduction report", ""]
     lines += ["Sources: " + "; ".join(f"**{s.name}** ({len(s.runs)} run{'s' if len(s.runs) > 1 else ''})" for s in sources), ""]
     lines += ["## Claims", ""]
@@ -160,7 +211,7 @@ def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], vers
     lines.append("|" + "---|" * len(cols))
     for row in claims_rows(sources):
         lines.append("| " + " | ".join(_md_escape(c) for c in row) + " |")
-    lines.append("")
+    lines += ["", f"Verdicts {AGGREGATE_RULE}.", ""]
     diffs = differences(sources) + notes
     if diffs:
         lines += ["## Where the measurements differ from the paper", ""] + [f"- {d}" for d in diffs] + [""]
@@ -172,9 +223,7 @@ def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], vers
         if cid == "C2":
             for src in sources:
                 for label, caption, rows in spike_tables(src):
-                    lines += [f"What happens at the spike, {label} ({caption}):", ""]
-                    lines += ["| " + " | ".join(SPIKE_COLUMNS) + " |", "|" + "---|" * len(SPIKE_COLUMNS)]
-                    lines += ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows] + [""]
+                    lines += [f"What happens at the spike, {label} ({caption}):", ""] + _md_table(SPIKE_COLUMNS, rows)
         for src in sources:
             for fig in figs:
                 png = _figure_copy(src, fig, out_dir)
@@ -187,6 +236,12 @@ def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], vers
                     shutil.copyfile(stem.with_suffix(".png"), out_dir / rel)
                     lines.append(f"![{src.name}: {cid}]({rel.as_posix()})")
         lines.append("")
+    if timing is not None:
+        cols, rows, pcols, prows, sentence = timing_rows(timing)
+        lines += ["## Phase timing over seeds (beyond the paper: it has one run)", ""] + _md_table(cols, rows)
+        if (out_dir / "figures" / "timing" / "phases.png").is_file():
+            lines += ["![phase steps over seeds](figures/timing/phases.png)", ""]
+        lines += [sentence, ""] + _md_table(pcols, prows)
     lines += ["## Causal checks", ""]
     for src in sources:
         for fig in EXTRA_FIGURES:
@@ -220,7 +275,7 @@ def _slug(name: str) -> str:
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}
 table{border-collapse:collapse;font-size:13px;margin:1em 0}th,td{border:1px solid #ccc;padding:4px 6px;vertical-align:top}
-th{background:#f3f3f3}td.holds{background:#e6f4ea}td.fails{background:#fce8e6}td.nm{background:#f1f1f1;color:#666}
+th{background:#f3f3f3}td.holds{background:#e6f4ea}td.fails{background:#fce8e6}td.nm{background:#f1f1f1;color:#666}td.mixed{background:#fff4d6}
 .figs{display:flex;flex-wrap:wrap;gap:8px}.figure{flex:1 1 540px;min-width:420px;border:1px solid #eee}
 pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}
 """
@@ -231,10 +286,13 @@ def _verdict_class(text: str) -> str:
         return "holds"
     if text.startswith(NOT_MEASURED) or text.startswith(NOT_CONVERGED):
         return "nm"
+    if text.startswith(MIXED):
+        return "mixed"
     return "fails"
 
 
-def render_html(sources: list[Source], notes: list[str], versions: dict[str, str], plotly_js: str) -> str:
+def render_html(sources: list[Source], notes: list[str], versions: dict[str, str], plotly_js: str,
+                timing: dict | None = None, timing_fragment: str = "") -> str:
     esc = html.escape
     parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>Assign and Add: reproduction report</title>",
              f"<style>{CSS}</style><script>{plotly_js}</script></head><body>",
@@ -251,6 +309,7 @@ def render_html(sources: list[Source], notes: list[str], versions: dict[str, str
             cells.append(f"<td{cls}>{esc(c)}</td>")
         parts.append(f"<tr class='claim' data-claim='{esc(row[0])}'>" + "".join(cells) + "</tr>")
     parts.append("</tbody></table>")
+    parts.append(f"<p>Verdicts {esc(AGGREGATE_RULE)}.</p>")
     diffs = differences(sources) + notes
     if diffs:
         parts.append("<h2>Where the measurements differ from the paper</h2><ul>")
@@ -266,9 +325,7 @@ def render_html(sources: list[Source], notes: list[str], versions: dict[str, str
             for src in sources:
                 for label, caption, rows in spike_tables(src):
                     parts.append(f"<p>What happens at the spike, <b>{esc(label)}</b> ({esc(caption)}):</p>"
-                                 "<table class='spike'><tr>" + "".join(f"<th>{esc(c)}</th>" for c in SPIKE_COLUMNS) + "</tr>")
-                    parts += ["<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows]
-                    parts.append("</table>")
+                                 + _html_table(SPIKE_COLUMNS, rows, "spike"))
         parts.append(_figure_block(sources, figs, cid))
         for src in sources:
             for stem in (src.claim_figures or {}).get(cid, []):
@@ -276,6 +333,13 @@ def render_html(sources: list[Source], notes: list[str], versions: dict[str, str
                 if frag.is_file():
                     body = frag.read_text().replace(f'"fig-{stem.name}"', f'"fig-{cid}-{_slug(src.name)}-{stem.name}"')
                     parts.append(f"<div class='figs'><div class='figure' title='{html.escape(src.name)}: {cid}'>{body}</div></div>")
+    if timing is not None:
+        cols, rows, pcols, prows, sentence = timing_rows(timing)
+        parts.append("<h2 id='timing'>Phase timing over seeds (beyond the paper: it has one run)</h2>"
+                     + _html_table(cols, rows, "timing"))
+        if timing_fragment:
+            parts.append(f"<div class='figs'><div class='figure' title='phase timing'>{timing_fragment}</div></div>")
+        parts.append(f"<p>{esc(sentence)}</p>" + _html_table(pcols, prows, "predictors"))
     parts.append("<h2>Causal checks</h2>" + _figure_block(sources, EXTRA_FIGURES, "causal"))
     parts.append("<h2>Configuration and software</h2>")
     for src in sources:
@@ -310,13 +374,20 @@ def software_versions() -> dict[str, str]:
     return out
 
 
-def write_report(sources: list[Source], out_dir: Path, notes: list[str] | None = None) -> tuple[Path, Path]:
+def write_report(sources: list[Source], out_dir: Path, notes: list[str] | None = None,
+                 timing: dict | None = None) -> tuple[Path, Path]:
     from plotly.offline import get_plotlyjs
+
+    from assign_add.charts import render
 
     notes = notes or []
     versions = software_versions()
     out_dir.mkdir(parents=True, exist_ok=True)
+    fragment = ""
+    if timing is not None and timing["phases"]["per_seed"]:
+        render(timing_chart(timing), out_dir / "figures" / "timing", "phases")
+        fragment = (out_dir / "figures" / "timing" / "phases.html").read_text()
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
-    atomic_write_text(md_path, render_markdown(sources, out_dir, notes, versions))
-    atomic_write_text(html_path, render_html(sources, notes, versions, get_plotlyjs()))
+    atomic_write_text(md_path, render_markdown(sources, out_dir, notes, versions, timing))
+    atomic_write_text(html_path, render_html(sources, notes, versions, get_plotlyjs(), timing, fragment))
     return html_path, md_path

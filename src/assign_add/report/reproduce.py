@@ -5,10 +5,12 @@ Layout under ``--out`` (default ``runs/reproduce``)::
     runs/seed-42/ …          one ordinary run directory per seed (train.seed = 42, 43, …)
     runs/released/ …         the authors' checkpoints, when --paper-checkpoints is given
     claims.json              every claim's measured value and verdict, per source and seed
+    timing.json              phase steps over seeds and what predicts the binding step (≥ 2 seeds)
     report.html, report.md   the report (figures/ beside report.md)
 
-Finished runs are reused, interrupted ones resumed, and an analysis is recomputed only when its
-run has changed since.
+Seeds (and the released checkpoints' import and analysis) run in parallel worker processes, as
+many as there are CPU cores, each with cores ÷ workers torch threads.  Finished runs are reused,
+interrupted ones resumed, and an analysis is recomputed only when its run has changed since.
 """
 
 from __future__ import annotations
@@ -19,13 +21,16 @@ from pathlib import Path
 from typing import Callable
 
 from assign_add import config as config_mod
+from assign_add.analysis import timing as timing_mod
 from assign_add.analysis.suite import analyze, load_analysis
 from assign_add.config import ConfigError, RunConfig, preset
 from assign_add.io import atomic_write_json
+from assign_add.parallel import cpu_cores, run_pool
 from assign_add.paper import import_paper
 from assign_add.report.claims import (
     NOT_MEASURED,
     ClaimResult,
+    AGGREGATE_RULE,
     aggregate,
     evaluate_claims,
 )
@@ -34,6 +39,7 @@ from assign_add.run import RunDir, RunError, check_out_path, open_run
 from assign_add.train.trainer import train
 
 DEFAULT_STEPS = 20_000
+DEFAULT_SEEDS = 3
 QUICK = ["train.steps=400", "train.eval_every=50", "train.checkpoint_every=50", "task.eval_pool_size=300"]
 QUICK_PAPER_STEPS = [1, 2001, 5001, 5301, 5401, 5601, 14501, 15501, 16001, 16201, 20001, 40000]
 
@@ -94,9 +100,50 @@ def ensure_released(checkpoints: Path, out: Path, log: Log) -> RunDir:
     return import_paper([Path(checkpoints)], out)
 
 
+def seed_job(config_toml: str, out: str) -> list[str]:
+    """Train (or resume / reuse) one seed and analyse it; returns its log lines.  Runs in a worker."""
+    lines: list[str] = []
+    run = ensure_trained(config_mod.loads(config_toml), Path(out), lines.append)
+    ensure_analysis(run, lines.append)
+    return lines
+
+
+def released_job(checkpoints: str, out: str, quick: bool) -> list[str]:
+    """Import (or reuse) the authors' checkpoints and analyse them.  Runs in a worker."""
+    lines: list[str] = []
+    released = ensure_released(Path(checkpoints), Path(out), lines.append)
+    sub = [s for s in QUICK_PAPER_STEPS if s in released.checkpoint_steps()] if quick else None
+    ensure_analysis(released, lines.append, sub)
+    return lines
+
+
+def run_jobs(jobs: list, seed_dirs: list[Path], total_steps: int, log: Log, progress=None) -> None:
+    """The jobs in parallel processes (in this process when there is one), with combined progress."""
+    if len(jobs) == 1:
+        fn, args = jobs[0]
+        if fn is seed_job:
+            run = ensure_trained(config_mod.loads(args[0]), Path(args[1]), log, progress)
+            ensure_analysis(run, log)
+        else:
+            for line in fn(*args):
+                log(line)
+        return
+    workers = min(len(jobs), cpu_cores())
+    log(f"{len(jobs)} jobs in {workers} worker processes ({max(1, cpu_cores() // workers)} torch threads each)")
+
+    def poll(results: list) -> None:
+        if progress:
+            done = sum(int(RunDir(d).status().get("step", 0)) if RunDir(d).exists() else 0 for d in seed_dirs)
+            progress(min(done, total_steps), total_steps, None)
+
+    for lines in run_pool(jobs, workers, threads=max(1, cpu_cores() // workers), poll=poll):
+        for line in lines:
+            log(line)
+
+
 def reproduce(
     out: Path,
-    seeds: int = 1,
+    seeds: int = DEFAULT_SEEDS,
     steps: int | None = None,
     paper_checkpoints: Path | None = None,
     quick: bool = False,
@@ -113,38 +160,56 @@ def reproduce(
     t0 = time.perf_counter()
     out = Path(out)
     check_out_path(out)
-    sources: list[Source] = []
-    claims_json: dict = {}
     configs = [run_config(42 + i, steps, quick, overrides or []) for i in range(seeds)]  # validate all first
     sweep_data = load_sweeps(sweeps or {})
+    if paper_checkpoints is not None and not Path(paper_checkpoints).exists() and not RunDir(out / "runs" / "released").exists():
+        raise RunError(f"--paper-checkpoints {paper_checkpoints}: no such directory")
+    seed_dirs = [out / "runs" / f"seed-{c.train.seed}" for c in configs]
+    for cfg, d in zip(configs, seed_dirs):
+        check_reusable(cfg, d)
+    jobs: list = [(seed_job, (config_mod.dumps(c), str(d))) for c, d in zip(configs, seed_dirs)]
     if paper_checkpoints is not None:
-        released = ensure_released(paper_checkpoints, out / "runs" / "released", log)
-        sub = [s for s in QUICK_PAPER_STEPS if s in released.checkpoint_steps()] if quick else None
-        analysis = ensure_analysis(released, log, sub)
-        res = evaluate_claims(analysis)
+        jobs.append((released_job, (str(paper_checkpoints), str(out / "runs" / "released"), quick)))
+    run_jobs(jobs, seed_dirs, sum(c.train.steps for c in configs), log, progress)
+
+    sources: list[Source] = []
+    claims_json: dict = {}
+    reference = None
+    if paper_checkpoints is not None:
+        released = open_run(out / "runs" / "released")
+        reference = load_analysis(released)
+        res = evaluate_claims(reference)
         for cid in ("C6", "C7"):
             res[cid] = ClaimResult(cid, None, "", NOT_MEASURED, "the released checkpoints are one run at f = 0.7, r = 1")
         sources.append(Source("released checkpoints", [released.root], [res], None,
                               [config_mod.dumps(released.config())]))
         claims_json["released checkpoints"] = {k: v.to_json() for k, v in res.items()}
-    runs, results = [], []
-    for cfg in configs:
-        run = ensure_trained(cfg, out / "runs" / f"seed-{cfg.train.seed}", log, progress)
-        analysis = dict(ensure_analysis(run, log), sweeps=sweep_data)
-        runs.append(run.root)
-        results.append(evaluate_claims(analysis))
+    analyses = [load_analysis(RunDir(d)) for d in seed_dirs]
+    results = [evaluate_claims(dict(a, sweeps=sweep_data)) for a in analyses]
     agg = {cid: aggregate([r[cid] for r in results]) for cid in results[0]}
     name = f"retrained ({seeds} seed{'s' if seeds > 1 else ''})"
     sweep_figs = {cid: [Path(sweeps[key]) / "figure"] for cid, key in (("C6", "f"), ("C7", "r")) if key in (sweeps or {})}
-    sources.append(Source(name, runs, results, agg, [config_mod.dumps(c) for c in configs], sweep_figs))
+    sources.append(Source(name, seed_dirs, results, agg, [config_mod.dumps(c) for c in configs], sweep_figs))
     claims_json[name] = {
         "per_seed": {str(c.train.seed): {k: v.to_json() for k, v in r.items()} for c, r in zip(configs, results)},
         "aggregate": {k: v.__dict__ for k, v in agg.items()},
+        "rule": AGGREGATE_RULE,
     }
+    timing = timing_mod.timing(analyses, reference) if seeds > 1 else None
+    if timing is not None:
+        timing["seeds"] = [c.train.seed for c in configs]
+        atomic_write_json(out / "timing.json", timing)
     notes = phase_notes(sources)
     atomic_write_json(out / "claims.json", claims_json)
-    html_path, md_path = write_report(sources, out, notes)
+    html_path, md_path = write_report(sources, out, notes, timing)
     return ReproduceResult(html_path, md_path, claims_json, time.perf_counter() - t0)
+
+
+def check_reusable(cfg: RunConfig, out: Path) -> None:
+    """Refuse before any work starts when a seed's folder holds a run of another configuration."""
+    run = RunDir(out)
+    if run.exists() and run.config() != cfg:
+        raise RunError(f"{out} holds a run with another configuration; use another --out or delete it")
 
 
 def load_sweeps(sweeps: dict[str, Path]) -> dict[str, dict]:

@@ -8,14 +8,12 @@ exit when the sweep process is gone; ``ray`` submits the same function to a Ray 
 
 from __future__ import annotations
 
-import os
-import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from assign_add.config import ConfigError
+from assign_add.parallel import POLL_SECONDS, cpu_cores, run_pool, watch_parent  # noqa: F401 (re-exported)
 from assign_add.run import RunDir
 from assign_add.sweep.spec import SweepSpec
 
@@ -60,7 +58,6 @@ class SweepProgress:
 
 
 Progress = Callable[[SweepProgress], None]
-POLL_SECONDS = 2.0
 
 
 def poll_progress(spec: SweepSpec, root: Path, results: list[dict]) -> SweepProgress:
@@ -76,49 +73,11 @@ def poll_progress(spec: SweepSpec, root: Path, results: list[dict]) -> SweepProg
     return SweepProgress(done, spec.steps * len(points), len(finished), len(points))
 
 
-def watch_parent(parent_pid: int, on_orphan: Callable[[], None] = lambda: os._exit(1),
-                 interval: float = 1.0) -> threading.Thread:
-    """Call ``on_orphan`` once the process that started this worker is gone.
-
-    A pool worker whose sweep was killed (SIGTERM, OOM killer) would otherwise train on unobserved;
-    its run directory stays resumable because every file is written atomically.
-    """
-    def loop() -> None:
-        while os.getppid() == parent_pid:
-            time.sleep(interval)
-        on_orphan()
-
-    thread = threading.Thread(target=loop, name="watch-parent", daemon=True)
-    thread.start()
-    return thread
-
-
-def _worker_init(parent_pid: int) -> None:
-    watch_parent(parent_pid)
-
-
 def run_local(spec: SweepSpec, root: Path, workers: int, progress: Progress | None = None) -> list[dict]:
-    import multiprocessing as mp
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-    results: list[dict] = []
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
-                               initializer=_worker_init, initargs=(os.getpid(),))
-    try:
-        pending = {pool.submit(run_point, spec.to_json(), str(root), v, s) for v, s in spec.points()}
-        while pending:
-            done, pending = wait(pending, timeout=POLL_SECONDS, return_when=FIRST_COMPLETED)
-            results.extend(fut.result() for fut in done)
-            if progress:
-                progress(poll_progress(spec, root, results))
-    except BaseException:
-        # interrupted or a point failed: stop the other workers now (their runs stay resumable)
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list(getattr(pool, "_processes", {}).values()):
-            proc.terminate()
-        raise
-    pool.shutdown(wait=True)
-    return results
+    """Every point in a local process pool (one torch thread per run)."""
+    poll = (lambda results: progress(poll_progress(spec, root, results))) if progress else None  # noqa: E731
+    jobs = [(run_point, (spec.to_json(), str(root), v, s)) for v, s in spec.points()]
+    return run_pool(jobs, workers, threads=1, poll=poll)
 
 
 def run_ray(spec: SweepSpec, root: Path, address: str | None, workers: int, progress: Progress | None = None) -> list[dict]:
@@ -149,4 +108,4 @@ def run_ray(spec: SweepSpec, root: Path, address: str | None, workers: int, prog
 
 
 def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    return max(1, cpu_cores())

@@ -1,0 +1,108 @@
+"""Phase timing over seeds (beyond the paper, which has one run): a distribution, and what predicts it.
+
+From several runs' ``analysis.json`` (pure functions, no model):
+
+- ``phase_table``: the addition, binding and refinement steps of every seed, with their summary;
+- ``predictors``: for every progress measure of :mod:`assign_add.analysis.spike`, the step at which
+  it first has gone half of its own range (over the run's checkpoints; downwards for a measure
+  that ends below where it began), and the Spearman rank correlation of that step with the binding step over seeds
+  (with its p-value).  A measure counts as a *predictor* only when it crosses before the binding
+  step in every seed; the best one is the predictor with the largest |ρ|.  The p-values are per
+  measure: with ``len(MEASURES)`` measures tried, a Bonferroni reading multiplies them by that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from assign_add.analysis.spike import MEASURES, measure_series
+
+PHASES = ("addition", "binding", "refinement")
+LEVEL = 0.5  # the fraction of a measure's range whose first crossing is its "step"
+
+
+@dataclass
+class Predictor:
+    measure: str
+    label: str
+    steps: list[int | None]  # per seed
+    early_in_every_seed: bool
+    rho: float | None
+    p_value: float | None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def phase_steps(analysis: dict) -> dict[str, int | None]:
+    p = analysis.get("dynamics", {}).get("phases", {})
+    return {k: p.get(k) for k in PHASES}
+
+
+def phase_table(analyses: list[dict]) -> dict:
+    per_seed = [phase_steps(a) for a in analyses]
+    summary = {}
+    for k in PHASES:
+        vals = np.asarray([s[k] for s in per_seed if s[k] is not None], dtype=float)
+        summary[k] = None if not len(vals) else {
+            "n": int(len(vals)), "min": float(vals.min()), "median": float(np.median(vals)), "max": float(vals.max()),
+            "mean": float(vals.mean()), "sd": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0,
+            "missing": len(per_seed) - int(len(vals))}
+    return {"per_seed": per_seed, "summary": summary}
+
+
+def crossing_step(steps: list[int], values: list[float], level: float = LEVEL) -> int | None:
+    """First checkpoint at which the measure has gone ``level`` of its range from its start side:
+    ``≥ min + level·(max − min)`` for a measure that ends above where it began, ``≤ max − level·(max −
+    min)`` for one that ends below (``=`` → right operand falls); None for a flat measure."""
+    v = np.asarray(values, dtype=float)
+    span = v.max() - v.min()
+    if span <= 0:
+        return None
+    hit = np.nonzero(v >= v.min() + level * span if v[-1] >= v[0] else v <= v.max() - level * span)[0]
+    return int(steps[hit[0]])
+
+
+def predictors(analyses: list[dict]) -> list[Predictor]:
+    from scipy.stats import spearmanr
+
+    binding = [phase_steps(a)["binding"] for a in analyses]
+    series = [measure_series(a) for a in analyses]
+    out = []
+    for _, key, label in MEASURES:
+        steps = [crossing_step(*s[key][1:]) if key in s else None for s in series]
+        pairs = [(x, b) for x, b in zip(steps, binding) if x is not None and b is not None]
+        early = bool(pairs) and len(pairs) == len(analyses) and all(x < b for x, b in pairs)
+        rho = p = None
+        if len(pairs) >= 3 and len({x for x, _ in pairs}) > 1 and len({b for _, b in pairs}) > 1:
+            res = spearmanr([x for x, _ in pairs], [b for _, b in pairs])
+            rho, p = float(res.statistic), float(res.pvalue)
+        out.append(Predictor(key, label, steps, early, rho, p))
+    return out
+
+
+def best_predictor(preds: list[Predictor]) -> Predictor | None:
+    usable = [p for p in preds if p.early_in_every_seed and p.rho is not None]
+    return max(usable, key=lambda p: abs(p.rho), default=None)
+
+
+def timing(analyses: list[dict], reference: dict | None = None) -> dict:
+    """Everything the report and ``timing.json`` need; ``reference`` is the released run's analysis."""
+    preds = predictors(analyses)
+    best = best_predictor(preds)
+    return {"phases": phase_table(analyses), "reference": phase_steps(reference) if reference else None,
+            "level": LEVEL, "predictors": [p.to_json() for p in preds], "best": best.to_json() if best else None,
+            "measures_tried": len(MEASURES)}
+
+
+def ecdf(per_seed: list[dict[str, int | None]]) -> tuple[list[float], dict[str, list[float]]]:
+    """Each phase's empirical CDF over seeds, on the union of the observed steps."""
+    xs = sorted({s[k] for s in per_seed for k in PHASES if s[k] is not None})
+    out = {}
+    for k in PHASES:
+        vals = np.asarray([s[k] for s in per_seed if s[k] is not None])
+        if len(vals):
+            out[k] = [float((vals <= x).mean()) for x in xs]
+    return [float(x) for x in xs], out
