@@ -28,3 +28,11 @@ def paper_cfg() -> RunConfig:
 def small_paper_cfg(*overrides: str) -> RunConfig:
     """The paper architecture and task with a short schedule, for end-to-end tests."""
     return resolve("paper", overrides=["task.eval_pool_size=300", *overrides])
+
+
+@pytest.fixture(scope="session")
+def released_run(tmp_path_factory):
+    """All of the authors' released checkpoints, imported once per test session (read-only use)."""
+    from assign_add.paper import import_paper
+
+    return import_paper([artifacts_or_skip() / "checkpoints"], tmp_path_factory.mktemp("released-all") / "run")

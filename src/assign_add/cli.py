@@ -349,6 +349,38 @@ def reproduce_cmd(
     console.print(f"[green]report[/] {res.html} and {res.markdown} ({res.seconds:.0f} s)", highlight=False)
 
 
+@app.command("explore")
+@user_errors
+def explore_cmd(
+    run_dir: Path = typer.Argument(..., help="run directory (a training run or imported checkpoints)"),
+    host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (default: this machine only)"),
+    port: int = typer.Option(8050, "--port", help="port (0: any free port)"),
+    cache: int = typer.Option(32, "--cache", help="checkpoints kept in memory at most (least recently used evicted)"),
+) -> None:
+    """A local web page: type a prompt, slide over checkpoints, see answer, attention, routing, curves, Fourier."""
+    from assign_add.explore.server import serve
+    from assign_add.run import open_run
+
+    if cache < 1:
+        raise ConfigError("--cache", f"must be >= 1, got {cache}")
+    if not 0 <= port <= 65535:
+        raise ConfigError("--port", f"must be 0..65535, got {port}")
+    run = open_run(run_dir)
+    if host not in ("127.0.0.1", "localhost", "::1"):
+        err_console.print(f"warning: serving on {host}: anyone who can reach this machine can use the page",
+                          highlight=False)
+    announce = lambda url: console.print(f"exploring {run.root} at {url}  (Ctrl-C to stop)", highlight=False,  # noqa: E731
+                                         soft_wrap=True)
+    try:
+        serve(run, host, port, cache, ready=announce)
+    except OSError as exc:
+        if exc.filename is None:
+            _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port or --host")
+        raise
+    except KeyboardInterrupt:
+        console.print("stopped", highlight=False)
+
+
 @app.command("sweep")
 @user_errors
 def sweep_cmd(

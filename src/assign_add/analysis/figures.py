@@ -13,7 +13,7 @@ CURVE_SETS = ("0var_train", "0var_heldout", "1var_train", "1var_heldout", "2var_
               "1var_forbidden", "2var_forbidden1", "2var_forbidden2", "1var_b_right")
 
 
-SPIKE_WINDOW = 3000  # steps either side of the binding step in the aligned figure
+SPIKE_WINDOW = 1500  # steps either side of the binding step in the aligned figure
 
 
 def phase_markers(analysis: dict) -> dict[str, float]:
@@ -106,7 +106,8 @@ def charts(analysis: dict) -> dict[str, Chart]:
                 "−∇QK₂ under the theory's preconditions (1-var sequences whose = carries the variable; mean of 3 samples)",
                 ts, {"diag mean": [mean("diag_mean", t) for t in ts], "off-diag mean": [mean("offdiag_mean", t) for t in ts],
                      "corr with final QK₂": [mean("corr_with_later_qk", t) for t in ts],
-                     "rows with diagonal max": [mean("diag_argmax", t) for t in ts]}, markers=markers)
+                     "rows with diagonal max": [mean("diag_argmax", t) for t in ts]},
+                markers={k: v for k, v in markers.items() if k == "binding"})
         if steps:
             last = by[str(steps[-1])]
             out["gradient_matrix"] = Heat(f"−∇QK₂ over variables (step {steps[-1]})", last["matrix"],

@@ -1,0 +1,1 @@
+"""``assign-add explore``: a local web page over the checkpoints of one run."""
