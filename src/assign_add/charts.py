@@ -56,6 +56,21 @@ def render(chart: Chart, directory: Path, name: str) -> list[Path]:
 
 
 def _render_png(chart: Chart, path: Path) -> None:
+    data = png_bytes(chart)
+    atomic_write(path, lambda tmp: tmp.write_bytes(data))
+
+
+def show(chart: Chart):
+    """The chart as an image for a notebook cell (``IPython.display.Image``)."""
+    from IPython.display import Image
+
+    return Image(data=png_bytes(chart), format="png")
+
+
+def png_bytes(chart: Chart) -> bytes:
+    """The PNG of a chart (matplotlib, Agg)."""
+    import io
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -93,8 +108,10 @@ def _render_png(chart: Chart, path: Path) -> None:
     ax.set_xlabel(getattr(chart, "xlabel", ""))
     ax.set_ylabel(getattr(chart, "ylabel", ""))
     fig.tight_layout()
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png"))
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
     plt.close(fig)
+    return buf.getvalue()
 
 
 def _render_html(chart: Chart, name: str) -> str:

@@ -42,7 +42,8 @@ GRADIENT_CHECKPOINTS = 8
 Progress = Callable[[str, int, int], None]
 
 
-def _var_batch(sets: dict[str, Batch], n: int) -> Batch:
+def probe_batch(sets: dict[str, Batch], n: int = PROBE_SEQUENCES) -> Batch:
+    """The per-checkpoint measures' sequences: the first ``n`` of the 1-var and 2-var training pools."""
     parts = [sets[k].take(slice(0, n)) for k in ("1var_train", "2var_train") if k in sets]
     return Batch.concat(parts)
 
@@ -94,7 +95,7 @@ def _analyze(run: RunDir, only: list[str] | None, steps: list[int] | None, progr
     if "dynamics" in only:
         out["dynamics"] = {"source": origin, "steps": curves.steps, "acc": curves.acc, "phases": phases.to_json()}
 
-    var_batch = _var_batch(sets, PROBE_SEQUENCES)
+    var_batch = probe_batch(sets)
     per_step = [a for a in PER_CHECKPOINT if a in only]
     for a in per_step:
         out[a] = {"by_step": {}}
