@@ -64,9 +64,11 @@ def run_pool(jobs: list[Job], workers: int, threads: int = 1, poll: Callable[[li
             if poll:
                 poll([results[i] for i in sorted(results)])
     except BaseException:
-        # interrupted or a job failed: stop the other workers now (their runs stay resumable)
+        # interrupted or a job failed: stop the other workers now (their runs stay resumable);
+        # the processes are read first: shutdown() forgets them
+        procs = list((getattr(pool, "_processes", None) or {}).values())
         pool.shutdown(wait=False, cancel_futures=True)
-        for proc in list(getattr(pool, "_processes", {}).values()):
+        for proc in procs:
             proc.terminate()
         raise
     pool.shutdown(wait=True)

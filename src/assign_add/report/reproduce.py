@@ -15,6 +15,7 @@ interrupted ones resumed, and an analysis is recomputed only when its run has ch
 
 from __future__ import annotations
 
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,8 +55,16 @@ class ReproduceResult:
     seconds: float
 
 
+def can_compile() -> bool:
+    """torch.compile on a CPU needs a C compiler."""
+    return shutil.which("cc") is not None or shutil.which("gcc") is not None
+
+
 def run_config(seed: int, steps: int | None, quick: bool, overrides: list[str]) -> RunConfig:
-    base = QUICK if quick else [f"train.steps={DEFAULT_STEPS}"]
+    """The paper preset for one seed.  Full runs compile the training forward where a C compiler is
+    present (1.5× faster here; ``train.compile=false`` turns it off; the numbers differ from an eager
+    run only by float rounding); ``--quick`` runs stay eager (compiling would cost more than it saves)."""
+    base = QUICK if quick else [f"train.steps={DEFAULT_STEPS}"] + (["train.compile=true"] if can_compile() else [])
     if steps is not None:
         base = base + [f"train.steps={steps}"]
     cfg = config_mod.apply_overrides(preset("paper"), base + overrides + [f"train.seed={seed}"])

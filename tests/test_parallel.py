@@ -1,0 +1,33 @@
+"""The worker pool behind sweeps and `reproduce`: results in job order, a failing job stops the rest."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from assign_add.parallel import run_pool
+from assign_add.run import RunError
+
+
+def slow_square(x: int, delay: float) -> int:
+    time.sleep(delay)
+    return x * x
+
+
+def fail(message: str) -> None:
+    raise RunError(message)
+
+
+def test_results_come_back_in_job_order_whatever_finishes_first():
+    polled: list[list[int]] = []
+    jobs = [(slow_square, (3, 0.6)), (slow_square, (4, 0.0)), (slow_square, (5, 0.2))]
+    assert run_pool(jobs, workers=2, poll=polled.append, poll_seconds=0.05) == [9, 16, 25]
+    assert polled and polled[-1] == [9, 16, 25]
+
+
+def test_a_failing_job_raises_its_own_error_in_the_caller():
+    t0 = time.perf_counter()
+    with pytest.raises(RunError, match="point 2 is broken"):
+        run_pool([(slow_square, (1, 30.0)), (fail, ("point 2 is broken",))], workers=2)
+    assert time.perf_counter() - t0 < 25, "the 30 s job was stopped, not waited for"
