@@ -131,3 +131,17 @@ def test_page_across_the_binding_spike(released_run, server):
         assert chosen == 5401
         browser.close()
     assert not errors, errors
+
+
+def test_a_busy_port_is_one_config_error():
+    import socket
+
+    from assign_add.config import ConfigError
+    from assign_add.explore.server import check_listen
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
+            check_listen("127.0.0.1", port)

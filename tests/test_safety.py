@@ -303,6 +303,9 @@ MISTAKES = [  # (arguments, fragment of the one error line); {tmp} is a fresh fo
     (("reproduce", "--out", "{file}", "--quick"), "is a file"),
     (("bench", "--steps", "0"), "--steps"),
     (("predict", "{tmp}/nowhere", "c=1, c+1="), "not a run directory"),
+    (("explore", "{tmp}/nowhere"), "not a run directory"),
+    (("explore", "{tmp}/nowhere", "--cache", "0"), "--cache"),
+    (("explore", "{tmp}/nowhere", "--port", "70000"), "--port"),
 ]
 
 

@@ -373,10 +373,6 @@ def explore_cmd(
                                          soft_wrap=True)
     try:
         serve(run, host, port, cache, ready=announce)
-    except OSError as exc:
-        if exc.filename is None:
-            _fail(f"cannot listen on {host}:{port}: {exc.strerror or exc}; choose another --port or --host")
-        raise
     except KeyboardInterrupt:
         console.print("stopped", highlight=False)
 

@@ -18,6 +18,7 @@ from collections import OrderedDict
 from importlib import resources
 
 from assign_add.analysis import dynamics
+from assign_add.config import ConfigError
 from assign_add.explore import views
 from assign_add.model.hooked import AssignAddTransformer
 from assign_add.run import RunDir, RunError
@@ -169,11 +170,26 @@ def create_app(explorer: Explorer):
     return app
 
 
+def check_listen(host: str, port: int) -> None:
+    """A one-line ConfigError when ``host:port`` cannot be listened on (busy port, unknown host)."""
+    import socket
+
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+        with socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+    except OSError as exc:
+        raise ConfigError("--port" if isinstance(exc, PermissionError) or exc.errno == 98 else "--host",
+                          f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+
+
 def serve(run: RunDir, host: str = "127.0.0.1", port: int = 8050, cache_size: int = DEFAULT_CACHE,
           ready=None) -> None:
     """Serve until interrupted; ``ready(url)`` is called once the socket listens."""
     from werkzeug.serving import make_server
 
+    check_listen(host, port)  # werkzeug would print two lines and exit 1 on a busy port
     server = make_server(host, port, create_app(Explorer(run, cache_size)), threaded=True)
     if ready:
         ready(f"http://{host}:{server.server_port}/")
