@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from assign_add.report.claims import CLAIMS, FAILS, HOLDS, MIXED, NOT_MEASURED, aggregate, evaluate_claims
-from assign_add.report.reproduce import reproduce
+from assign_add.reproduce import reproduce
 
 from conftest import ARTIFACTS
 

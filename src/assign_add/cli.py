@@ -339,7 +339,7 @@ def reproduce_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
 ) -> None:
     """Train the paper preset (or reuse it), run every analysis, write report.html and report.md."""
-    from assign_add.report.reproduce import reproduce
+    from assign_add.reproduce import reproduce
 
     sweeps = {k: v for k, v in (("f", f_sweep), ("r", r_sweep)) if v is not None}
     with _TrainProgress(enabled=progress) as bar:
