@@ -37,8 +37,14 @@ class Predictor:
 
 
 def phase_steps(analysis: dict) -> dict[str, int | None]:
+    """Each phase's step, None where the phase did not happen: a run whose 1-var held-out accuracy
+    never reached the binding level has no binding step (its "largest rise" is noise), and then
+    no refinement either."""
     p = analysis.get("dynamics", {}).get("phases", {})
-    return {k: p.get(k) for k in PHASES}
+    out = {k: p.get(k) for k in PHASES}
+    if p.get("binding_reached") is None:
+        out["binding"] = out["refinement"] = None
+    return out
 
 
 def phase_table(analyses: list[dict]) -> dict:
@@ -73,8 +79,9 @@ def predictors(analyses: list[dict]) -> list[Predictor]:
     out = []
     for _, key, label in MEASURES:
         steps = [crossing_step(*s[key][1:]) if key in s else None for s in series]
-        pairs = [(x, b) for x, b in zip(steps, binding) if x is not None and b is not None]
-        early = bool(pairs) and len(pairs) == len(analyses) and all(x < b for x, b in pairs)
+        bound = [(x, b) for x, b in zip(steps, binding) if b is not None]  # seeds that reached binding
+        pairs = [(x, b) for x, b in bound if x is not None]
+        early = len(pairs) >= 3 and len(pairs) == len(bound) and all(x < b for x, b in pairs)
         rho = p = None
         if len(pairs) >= 3 and len({x for x, _ in pairs}) > 1 and len({b for _, b in pairs}) > 1:
             res = spearmanr([x for x, _ in pairs], [b for _, b in pairs])
