@@ -34,7 +34,8 @@ def test_a_planted_predictor_is_found_and_a_failed_seed_is_missing():
     assert t["reference"]["binding"] == 5401
 
 
-def test_crossing_step_goes_either_way():
+def test_crossing_step_goes_either_way_and_ignores_transients():
     assert timing.crossing_step([0, 1, 2, 3], [0.0, 0.2, 0.6, 1.0]) == 2
     assert timing.crossing_step([0, 1, 2, 3], [0.9, 0.8, 0.3, 0.1]) == 2, "a falling measure crosses downwards"
+    assert timing.crossing_step([0, 1, 2, 3, 4], [0.0, 0.9, 0.1, 0.7, 1.0]) == 3, "the early spike does not count"
     assert timing.crossing_step([0, 1, 2], [0.5, 0.5, 0.5]) is None

@@ -4,8 +4,8 @@ From several runs' ``analysis.json`` (pure functions, no model):
 
 - ``phase_table``: the addition, binding and refinement steps of every seed, with their summary;
 - ``predictors``: for every progress measure of :mod:`assign_add.analysis.spike`, the step at which
-  it first has gone half of its own range (over the run's checkpoints; downwards for a measure
-  that ends below where it began), and the Spearman rank correlation of that step with the binding step over seeds
+  it has gone half of its own range and stays there (over the run's checkpoints; downwards for a
+  measure that ends below where it began), and the Spearman rank correlation of that step with the binding step over seeds
   (with its p-value).  A measure counts as a *predictor* only when it crosses before the binding
   step in every seed; the best one is the predictor with the largest |ρ|.  The p-values are per
   measure: with ``len(MEASURES)`` measures tried, a Bonferroni reading multiplies them by that.
@@ -60,15 +60,18 @@ def phase_table(analyses: list[dict]) -> dict:
 
 
 def crossing_step(steps: list[int], values: list[float], level: float = LEVEL) -> int | None:
-    """First checkpoint at which the measure has gone ``level`` of its range from its start side:
-    ``≥ min + level·(max − min)`` for a measure that ends above where it began, ``≤ max − level·(max −
-    min)`` for one that ends below (``=`` → right operand falls); None for a flat measure."""
+    """First checkpoint from which the measure stays past ``level`` of its range, measured from its
+    start side: ``≥ min + level·(max − min)`` for a measure that ends above where it began, ``≤ max −
+    level·(max − min)`` for one that ends below (``=`` → right operand falls).  "Stays" makes early
+    transients (attention at initialisation) not count.  None for a flat measure."""
     v = np.asarray(values, dtype=float)
     span = v.max() - v.min()
     if span <= 0:
         return None
-    hit = np.nonzero(v >= v.min() + level * span if v[-1] >= v[0] else v <= v.max() - level * span)[0]
-    return int(steps[hit[0]])
+    past = v >= v.min() + level * span if v[-1] >= v[0] else v <= v.max() - level * span
+    fails = np.nonzero(~past)[0]
+    first = 0 if not len(fails) else int(fails[-1]) + 1
+    return int(steps[first]) if first < len(steps) else None
 
 
 def predictors(analyses: list[dict]) -> list[Predictor]:
