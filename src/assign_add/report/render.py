@@ -384,7 +384,8 @@ def write_report(sources: list[Source], out_dir: Path, notes: list[str] | None =
     versions = software_versions()
     out_dir.mkdir(parents=True, exist_ok=True)
     fragment = ""
-    if timing is not None and timing["phases"]["per_seed"]:
+    observed = timing is not None and any(v is not None for seed in timing["phases"]["per_seed"] for v in seed.values())
+    if observed:  # an empty chart would draw nothing (e.g. --quick runs reach no phase)
         render(timing_chart(timing), out_dir / "figures" / "timing", "phases")
         fragment = (out_dir / "figures" / "timing" / "phases.html").read_text()
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
