@@ -38,12 +38,15 @@ class Predictor:
 
 def phase_steps(analysis: dict) -> dict[str, int | None]:
     """Each phase's step, None where the phase did not happen: a run whose 1-var held-out accuracy
-    never reached the binding level has no binding step (its "largest rise" is noise), and then
-    no refinement either."""
+    never reached the binding level (criteria.BINDING_ACC) has no binding step, and then no
+    refinement either."""
     p = analysis.get("dynamics", {}).get("phases", {})
     out = {k: p.get(k) for k in PHASES}
-    if p.get("binding_reached") is None:
-        out["binding"] = out["refinement"] = None
+    # binding time = the first step at which 1-var held-out accuracy reaches the binding level:
+    # robust where the rise is gradual (the largest single rise can then be an early, small one)
+    out["binding"] = p.get("binding_reached")
+    if out["binding"] is None:
+        out["refinement"] = None
     return out
 
 
