@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from assign_add.analysis.positions import find_positions
+from assign_add.analysis.positions import Positions, find_positions
 from assign_add.model.hooked import AssignAddTransformer
 from assign_add.task.generator import Batch
 from assign_add.task.vocab import Vocab
@@ -47,9 +47,9 @@ def patterns(model: AssignAddTransformer, tokens: np.ndarray) -> list[torch.Tens
     return [cache["pattern", layer].mean(dim=1) for layer in range(model.cfg.n_layers)]
 
 
-def previous_token(first: np.ndarray, batch: Batch, vocab: Vocab) -> tuple[float, float]:
+def previous_token(first: np.ndarray, batch: Batch, vocab: Vocab, pos: Positions | None = None) -> tuple[float, float]:
     """(mean layer-1 attention of value tokens on their variable, share whose top key it is)."""
-    pos = find_positions(batch, vocab)
+    pos = find_positions(batch, vocab) if pos is None else pos
     if not len(pos.value_rows):
         return float("nan"), float("nan")
     to_var = first[pos.value_rows, pos.value_pos, pos.var_pos]
@@ -60,7 +60,7 @@ def previous_token(first: np.ndarray, batch: Batch, vocab: Vocab) -> tuple[float
 def scores_from_patterns(first: np.ndarray, last: np.ndarray, batch: Batch, vocab: Vocab) -> AttentionResult:
     """The measures from layer-1 (``first``) and layer-2 (``last``) patterns [batch, q, k]."""
     pos = find_positions(batch, vocab)
-    prev_mean, prev_argmax = previous_token(first, batch, vocab)
+    prev_mean, prev_argmax = previous_token(first, batch, vocab, pos)
     lpos, rpos = vocab.operand_positions()
     eq = first[:, -1]
     eq_mass = eq[:, lpos] + eq[:, rpos]

@@ -166,18 +166,20 @@ def _gradients(run: RunDir, steps: list[int], binding: int | None, final_model, 
     early = [s for s in steps if s < until] or steps[:1]
     later = weights.variable_qk_matrix(final_model, vocab)
     samples = gradients.one_var_samples(cfg.task, run.partitions(), vocab)
+    chosen = {early[int(round(x))] for x in np.linspace(0, len(early) - 1, min(GRADIENT_CHECKPOINTS, len(early)))}
+    batch = Sampler(cfg.task, seed=gradients.THEORY_SEED).batch(0, 2048)
     theory: dict = {"preconditions": {}, "by_step": {}}
-    for s in early:
+    full: dict = {}
+    for s in early:  # each checkpoint loaded once for both measurements
         model = run.load_model(s)
         pre, masks = gradients.preconditions(model, samples, vocab)
         theory["preconditions"][str(s)] = pre.to_json()
         if pre.carried_min >= gradients.MIN_SEQUENCES:
             res = gradients.theory_gradients(model, samples, masks, vocab, later)
             theory["by_step"][str(s)] = [r.to_json() for r in res]
+        if s in chosen:
+            full[str(s)] = gradients.gradient_analysis(model, batch, vocab, later).to_json()
     theory["summary"] = gradients.summarize_theory(theory)
-    chosen = sorted({early[int(round(x))] for x in np.linspace(0, len(early) - 1, min(GRADIENT_CHECKPOINTS, len(early)))})
-    batch = Sampler(cfg.task, seed=gradients.THEORY_SEED).batch(0, 2048)
-    full = {str(s): gradients.gradient_analysis(run.load_model(s), batch, vocab, later).to_json() for s in chosen}
     return {"reference_step": steps[-1], "binding": binding, "by_step": full, "theory": theory}
 
 
