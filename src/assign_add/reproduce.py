@@ -10,7 +10,8 @@ Layout under ``--out`` (default ``runs/reproduce``)::
 
 Seeds (and the released checkpoints' import and analysis) run in parallel worker processes, as
 many as there are CPU cores, each with cores ÷ workers torch threads.  Finished runs are reused,
-interrupted ones resumed, and an analysis is recomputed only when its run has changed since.
+interrupted ones resumed, and an analysis is recomputed only when the key of its inputs
+(:func:`assign_add.analysis.suite.inputs_key`) differs from the saved one.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Callable
 
 from assign_add import config as config_mod
 from assign_add.analysis import timing as timing_mod
-from assign_add.analysis.suite import analyze, load_analysis
+from assign_add.analysis.suite import analyze, is_current, load_analysis
 from assign_add.config import ConfigError, RunConfig, preset
 from assign_add.io import atomic_write_json
 from assign_add.parallel import cpu_cores, run_pool
@@ -90,10 +91,8 @@ def ensure_trained(cfg: RunConfig, out: Path, log: Log, progress=None) -> RunDir
 
 
 def ensure_analysis(run: RunDir, log: Log, steps: list[int] | None = None) -> dict:
-    path = run.root / "analysis.json"
-    newest = max((p.stat().st_mtime for p in run.checkpoint_dir.iterdir()), default=0.0)
-    if path.is_file() and path.stat().st_mtime >= newest and (run.root / "figures").is_dir():
-        log(f"reusing analysis of {run.root}")
+    if is_current(run, steps=steps):
+        log(f"reusing analysis of {run.root} (its inputs are unchanged)")
         return load_analysis(run)
     log(f"analysing {run.root}")
     return analyze(run, steps=steps)

@@ -135,6 +135,9 @@ class RunDir:
             raise RunError(f"{self.evalsets_path}: unreadable ({type(exc).__name__}); the run directory is damaged") from None
 
     def partitions(self) -> Partitions:
+        """The saved ``data/partitions.json`` (rebuilt from the config only for a run without one)."""
+        if self.partitions_path.is_file():
+            return Partitions.load(self.partitions_path, self.config().task)
         return build_partitions(self.config().task)
 
     def vocab(self) -> Vocab:

@@ -47,12 +47,14 @@ def ridge_probe_accuracy(x: np.ndarray, y: np.ndarray, n_classes: int, seed: int
     return float(((x[test] @ w).argmax(1) == y[test]).mean())
 
 
-@torch.no_grad()
-def probe_checkpoint(model: AssignAddTransformer, batch: Batch, vocab: Vocab, seed: int = 0) -> ProbeResult:
-    last = model.cfg.n_layers - 1
-    names = {f"blocks.{last}.hook_resid_mid", "blocks.0.hook_resid_post"}
-    _, cache = model.run_with_cache(torch.as_tensor(batch.tokens), names_filter=lambda n: n in names)
-    final = cache[f"blocks.{last}.hook_resid_mid"][:, -1].numpy()
+def probe_hooks(n_layers: int) -> set[str]:
+    """The activations :func:`probes_from_activations` reads."""
+    return {f"blocks.{n_layers - 1}.hook_resid_mid", "blocks.0.hook_resid_post"}
+
+
+def probes_from_activations(cache, batch: Batch, vocab: Vocab, n_layers: int, seed: int = 0) -> ProbeResult:
+    """The three probes from a cache holding :func:`probe_hooks` for ``batch``."""
+    final = cache[f"blocks.{n_layers - 1}.hook_resid_mid"][:, -1].numpy()
     pos = find_positions(batch, vocab)
     at_values = cache["blocks.0.hook_resid_post"][pos.value_rows, pos.value_pos].numpy()
     return ProbeResult(
@@ -60,3 +62,10 @@ def probe_checkpoint(model: AssignAddTransformer, batch: Batch, vocab: Vocab, se
         operand_m=ridge_probe_accuracy(final, batch.m, vocab.modulus, seed + 1),
         bound_variable=ridge_probe_accuracy(at_values, pos.value_var, len(vocab.variables), seed + 2),
     )
+
+
+@torch.no_grad()
+def probe_checkpoint(model: AssignAddTransformer, batch: Batch, vocab: Vocab, seed: int = 0) -> ProbeResult:
+    names = probe_hooks(model.cfg.n_layers)
+    _, cache = model.run_with_cache(torch.as_tensor(batch.tokens), names_filter=lambda n: n in names)
+    return probes_from_activations(cache, batch, vocab, model.cfg.n_layers, seed)

@@ -63,8 +63,11 @@ def shuffled_partner(batch: Batch, seed: int = 0) -> np.ndarray:
 
 def shared_representation(model: AssignAddTransformer, batch: Batch, vocab: Vocab) -> CosineResult:
     """``batch`` should hold variable-form sequences (1-var and/or 2-var)."""
-    var_resid = resid_before_mlp(model, batch.tokens)
-    const_resid = resid_before_mlp(model, constant_form(batch, vocab))
+    return compare_forms(resid_before_mlp(model, batch.tokens), resid_before_mlp(model, constant_form(batch, vocab)), batch)
+
+
+def compare_forms(var_resid: np.ndarray, const_resid: np.ndarray, batch: Batch) -> CosineResult:
+    """Matched and shuffled cosines between the variable forms' and constant forms' residuals [B, d]."""
     matched = cosine(var_resid, const_resid)
     shuffled = cosine(var_resid, const_resid[shuffled_partner(batch)])
     return CosineResult(

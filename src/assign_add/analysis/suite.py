@@ -1,55 +1,36 @@
-"""Run every analysis on a run directory: ``RUN/analysis.json`` and ``RUN/figures/``.
+"""Run the registered analyses (:mod:`assign_add.analysis.registry`) on a run directory:
+``RUN/analysis.json`` and ``RUN/figures/``.
 
-Per checkpoint: accuracy on the curated pools (read from ``metrics.jsonl`` for a training run,
-computed from the checkpoints for an imported one), attention measures, weight-only measures,
-probes and the matched/shuffled cosine.  On the final checkpoint: the full cosine distribution,
-the Fourier analysis, causal checks and the exhaustive sets.  On early checkpoints (up to the
-binding step): the gradient analysis, against the final QK₂ pattern.
+Every checkpoint is loaded once and its probe-batch activations computed once for all the
+per-checkpoint analyses; then each analysis's whole-run part.  ``analysis.json`` records the key of
+its inputs (:func:`inputs_key`); :func:`is_current` says whether a saved analysis can be reused.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import time
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from assign_add.analysis import (
-    attention,
-    causal,
-    dynamics,
-    fourier,
-    gradients,
-    probes,
-    representation,
-    spike,
-    weights,
-)
+import assign_add
+from assign_add.analysis import dynamics, spike
+from assign_add.analysis.registry import INPUTS_FILE, REGISTRY, Context, checkpoint_view, pools, probe_batch
 from assign_add.config import ConfigError
 from assign_add.io import atomic_write_json
 from assign_add.lock import run_lock
 from assign_add.run import RunDir, RunError
-from assign_add.task.generator import Batch, Sampler
 from assign_add.task.vocab import Vocab
 from assign_add.train.checkpoint_eval import evaluate_checkpoints
 
-ANALYSES = ("dynamics", "attention", "weights", "probes", "representation", "fourier", "gradients", "causal")
-PER_CHECKPOINT = ("attention", "weights", "probes", "representation")
-PROBE_SEQUENCES = 1000  # per query form, for the per-checkpoint data measures
-GRADIENT_CHECKPOINTS = 8
+ANALYSES = tuple(REGISTRY)
 
 Progress = Callable[[str, int, int], None]
 
-
-def probe_batch(sets: dict[str, Batch], n: int = PROBE_SEQUENCES) -> Batch:
-    """The per-checkpoint measures' sequences: the first ``n`` of the 1-var and 2-var training pools."""
-    parts = [sets[k].take(slice(0, n)) for k in ("1var_train", "2var_train") if k in sets]
-    return Batch.concat(parts)
-
-
-def _pools(sets: dict[str, Batch]) -> dict[str, Batch]:
-    return {k: v for k, v in sets.items() if k != "2var_union"}
+__all__ = ["ANALYSES", "analyze", "inputs_key", "is_current", "load_analysis", "probe_batch"]
 
 
 def accuracy_records(run: RunDir, steps: list[int]) -> tuple[list[dict], str]:
@@ -57,8 +38,33 @@ def accuracy_records(run: RunDir, steps: list[int]) -> tuple[list[dict], str]:
     metrics = run.metrics()
     if metrics:
         return metrics, "metrics.jsonl"
-    names = list(_pools(run.eval_sets()))
+    names = list(pools(run.eval_sets()))
     return evaluate_checkpoints(run, steps, names, lock=False), "checkpoints"
+
+
+def inputs_key(run: RunDir, only: list[str], steps: list[int]) -> str:
+    """SHA-256 over what an analysis reads: the package version, the analyses and steps asked for, the
+    run's config, partitions, evaluation sets, metrics, saved sampled batches and checkpoint files."""
+    h = hashlib.sha256(json.dumps({"version": assign_add.__version__, "only": sorted(only), "steps": steps}).encode())
+    files = [run.config_path, run.partitions_path, run.evalsets_path, run.metrics_path, run.root / INPUTS_FILE]
+    files += [run.checkpoint_path(s) for s in steps]
+    for path in files:
+        h.update(path.name.encode())
+        if path.is_file():
+            with open(path, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+    return h.hexdigest()
+
+
+def is_current(run: RunDir, only: list[str] | None = None, steps: list[int] | None = None) -> bool:
+    """Whether ``analysis.json`` (and its figures) were computed from exactly the run's present inputs."""
+    path = run.root / "analysis.json"
+    if not path.is_file() or not (run.root / "figures").is_dir():
+        return False
+    saved = json.loads(path.read_text()).get("inputs_key")
+    only = list(ANALYSES) if not only else only
+    return saved == inputs_key(run, only, run.checkpoint_steps() if steps is None else sorted(steps))
 
 
 def analyze(
@@ -69,13 +75,8 @@ def analyze(
         return _analyze(run, only, steps, progress)
 
 
-def _analyze(run: RunDir, only: list[str] | None, steps: list[int] | None, progress: Progress | None) -> dict:
-    only = list(ANALYSES) if not only else only
-    unknown = [a for a in only if a not in ANALYSES]
-    if unknown:
-        raise ConfigError("--only", f"unknown analysis {', '.join(unknown)}; choose from {', '.join(ANALYSES)}")
+def _context(run: RunDir, steps: list[int] | None) -> Context:
     cfg = run.config()
-    vocab = Vocab.from_task(cfg.task)
     available = run.checkpoint_steps()
     if not available:
         raise RunError(f"{run.root} has no checkpoints to analyse")
@@ -83,104 +84,45 @@ def _analyze(run: RunDir, only: list[str] | None, steps: list[int] | None, progr
     missing = [s for s in steps if s not in available]
     if missing:
         raise RunError(f"{run.root} has no checkpoint at step(s) {', '.join(map(str, missing))}")
-    final = steps[-1]
     sets = run.eval_sets()
-    t0 = time.perf_counter()
-    out: dict = {"run": str(run.root), "source": run.status().get("source"), "steps": steps, "final_step": final}
-    tick = progress or (lambda *_: None)
-
     records, origin = accuracy_records(run, steps)
     curves = dynamics.curves_from_records(records)
-    phases = dynamics.detect_phases(curves)
-    if "dynamics" in only:
-        out["dynamics"] = {"source": origin, "steps": curves.steps, "acc": curves.acc, "phases": phases.to_json()}
+    return Context(run=run, cfg=cfg, vocab=Vocab.from_task(cfg.task), steps=steps, sets=sets, probe=probe_batch(sets),
+                   records=records, records_source=origin, curves=curves, phases=dynamics.detect_phases(curves))
 
-    var_batch = probe_batch(sets)
-    per_step = [a for a in PER_CHECKPOINT if a in only]
-    for a in per_step:
-        out[a] = {"by_step": {}}
-    for i, step in enumerate(steps if per_step else []):
-        model = run.load_model(step)
-        if "attention" in only:
-            out["attention"]["by_step"][str(step)] = attention.attention_scores(model, var_batch, vocab).to_json()
-        if "weights" in only:
-            out["weights"]["by_step"][str(step)] = weights.weight_measures(model, vocab).to_json()
-        if "probes" in only:
-            out["probes"]["by_step"][str(step)] = probes.probe_checkpoint(model, var_batch, vocab).to_json()
-        if "representation" in only:
-            res = representation.shared_representation(model, var_batch, vocab)
-            out["representation"]["by_step"][str(step)] = {"matched_mean": res.matched_mean, "shuffled_mean": res.shuffled_mean}
-        tick("checkpoints", i + 1, len(steps))
 
-    if "dynamics" in only and per_step:
+def _analyze(run: RunDir, only: list[str] | None, steps: list[int] | None, progress: Progress | None) -> dict:
+    only = list(ANALYSES) if not only else only
+    unknown = [a for a in only if a not in ANALYSES]
+    if unknown:
+        raise ConfigError("--only", f"unknown analysis {', '.join(unknown)}; choose from {', '.join(ANALYSES)}")
+    t0 = time.perf_counter()
+    ctx = _context(run, steps)
+    tick = progress or (lambda *_: None)
+    chosen = [REGISTRY[name] for name in ANALYSES if name in only]  # registry order
+    out: dict = {"run": str(run.root), "source": run.status().get("source"), "steps": ctx.steps, "final_step": ctx.final}
+    each = [a for a in chosen if a.each is not None]
+    for a in chosen:
+        out[a.name] = {"by_step": {}} if a.each is not None else {}
+    for i, step in enumerate(ctx.steps if each else []):
+        view = checkpoint_view(step, ctx.run.load_model(step), ctx)
+        for a in each:
+            out[a.name]["by_step"][str(step)] = a.each(view, ctx)
+        tick("checkpoints", i + 1, len(ctx.steps))
+    for a in chosen:
+        if a.finish is not None:
+            a.finish(ctx, out[a.name])
+            tick(a.name, 1, 1)
+    if "dynamics" in out and each:
         table = spike.spike_table(out)
         out["spike"] = table.to_json() if table is not None else None
-
-    final_model = run.load_model(final)
-    if "weights" in only:
-        qk = weights.variable_qk_matrix(final_model, vocab)
-        out["weights"]["final_qk2"] = {"step": final, "matrix": qk.tolist(), "variables": list(vocab.variables)}
-    if "attention" in only:
-        example = sets["2var_train"].tokens[0] if "2var_train" in sets else var_batch.tokens[0]
-        pats = attention.example_patterns(final_model, example)
-        out["attention"]["example"] = {
-            "step": final, "tokens": [vocab.token_str(t) for t in example], "patterns": [p.tolist() for p in pats],
-        }
-    if "representation" in only:
-        out["representation"]["final"] = representation.shared_representation(final_model, var_batch, vocab).to_json()
-        out["representation"]["final"]["step"] = final
-    if "fourier" in only:
-        forms = {"0var": sets["0var_train"]}
-        for name in ("1var_train", "2var_train"):
-            if name in sets:
-                forms[name[:4]] = sets[name]
-        res, raw = fourier.fourier_analysis(final_model, vocab, forms)
-        out["fourier"] = {"step": final, **res.to_json()}
-        best = np.argsort(-raw["fit"].fve)[:2]
-        out["fourier"]["example_grids"] = {str(int(j)): raw["grid"][:, :, j].round(4).tolist() for j in best}
-        tick("fourier", 1, 1)
-    if "gradients" in only:
-        out["gradients"] = _gradients(run, steps, phases.binding, final_model, vocab)
-        tick("gradients", 1, 1)
-    if "causal" in only:
-        res = causal.causal_checks(final_model, _pools(sets), vocab)
-        out["causal"] = {"step": final, **res.to_json()}
-        tick("causal", 1, 1)
-    if "dynamics" in only:
-        final_sets = {k: sets[k] for k in ("0var_heldout_all", "2var_union") if k in sets}
-        final_acc = evaluate_checkpoints(run, [final], list(final_sets), lock=False)[0]["acc"] if final_sets else {}
-        out["dynamics"]["final_exhaustive"] = {"step": final, **final_acc}
+    out["inputs_key"] = inputs_key(run, only, ctx.steps)  # after the analyses: the first one saves its sampled batches
     out["seconds"] = round(time.perf_counter() - t0, 2)
-    atomic_write_json(run.root / "analysis.json", _clean(out))
     from assign_add.analysis.figures import write_figures
 
     write_figures(out, run.root / "figures")
+    atomic_write_json(run.root / "analysis.json", _clean(out))  # last: a saved analysis has its figures
     return out
-
-
-def _gradients(run: RunDir, steps: list[int], binding: int | None, final_model, vocab: Vocab) -> dict:
-    """−∇QK₂ before binding: under the theory's preconditions (every pre-binding checkpoint, three
-    disjoint samples), and on the full training mixture at up to GRADIENT_CHECKPOINTS checkpoints."""
-    cfg = run.config()
-    until = binding if binding is not None else steps[-1]
-    early = [s for s in steps if s < until] or steps[:1]
-    later = weights.variable_qk_matrix(final_model, vocab)
-    samples = gradients.one_var_samples(cfg.task, run.partitions(), vocab)
-    chosen = {early[int(round(x))] for x in np.linspace(0, len(early) - 1, min(GRADIENT_CHECKPOINTS, len(early)))}
-    batch = Sampler(cfg.task, seed=gradients.THEORY_SEED).batch(0, 2048)
-    theory: dict = {"preconditions": {}, "by_step": {}}
-    full: dict = {}
-    for s in early:  # each checkpoint loaded once for both measurements
-        model = run.load_model(s)
-        pre, masks = gradients.preconditions(model, samples, vocab)
-        theory["preconditions"][str(s)] = pre.to_json()
-        if pre.carried_min >= gradients.MIN_SEQUENCES:
-            res = gradients.theory_gradients(model, samples, masks, vocab, later)
-            theory["by_step"][str(s)] = [r.to_json() for r in res]
-        if s in chosen:
-            full[str(s)] = gradients.gradient_analysis(model, batch, vocab, later).to_json()
-    theory["summary"] = gradients.summarize_theory(theory)
-    return {"reference_step": steps[-1], "binding": binding, "by_step": full, "theory": theory}
 
 
 def _clean(obj):
@@ -197,8 +139,6 @@ def _clean(obj):
 
 
 def load_analysis(run: RunDir) -> dict:
-    import json
-
     path = Path(run.root) / "analysis.json"
     if not path.is_file():
         raise RunError(f"{run.root} has no analysis.json; run `assign-add analyze {run.root}` first")

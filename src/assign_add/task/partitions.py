@@ -57,6 +57,32 @@ class Partitions:
     def save(self, path: Path, task: TaskConfig) -> None:
         atomic_write_json(path, self.to_json(task))
 
+    @classmethod
+    def from_json(cls, data: dict, task: TaskConfig) -> "Partitions":
+        """The inverse of :meth:`to_json` (variable names resolved through ``task.variables``)."""
+        index = {v: i for i, v in enumerate(task.variables)}
+        vars_ = lambda names: np.asarray(sorted(index[v] for v in names), dtype=np.int64)  # noqa: E731
+        pairs = lambda key: np.asarray(data[key], dtype=np.int64).reshape(-1, 2)  # noqa: E731
+        var_pairs = lambda key: np.asarray([(index[a], index[b]) for a, b in data[key]], dtype=np.int64).reshape(-1, 2)  # noqa: E731
+        fl, fr = vars_(data["forbidden_left"]), vars_(data["forbidden_right"])
+        every = np.arange(len(task.variables), dtype=np.int64)
+        return cls(
+            modulus=int(data["modulus"]),
+            train_pairs=pairs("train_pairs"),
+            heldout_pairs=pairs("heldout_pairs"),
+            allowed_left=np.setdiff1d(every, fl),
+            allowed_right=np.setdiff1d(every, fr),
+            forbidden_left=fl,
+            forbidden_right=fr,
+            allowed_var_pairs=var_pairs("allowed_var_pairs"),
+            one_forbidden_var_pairs=var_pairs("one_forbidden_var_pairs"),
+            two_forbidden_var_pairs=var_pairs("two_forbidden_var_pairs"),
+        )
+
+    @classmethod
+    def load(cls, path: Path, task: TaskConfig) -> "Partitions":
+        return cls.from_json(json.loads(Path(path).read_text()), task)
+
 
 def split_pairs(modulus: int, f: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(train, held-out) ordered pairs, each sorted lexicographically."""

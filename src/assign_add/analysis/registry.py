@@ -1,0 +1,228 @@
+"""The analyses, by name: each a function of the saved run only.
+
+An analysis reads the run's checkpoints, ``data/partitions.json``, ``data/evalsets.npz``, its
+metrics and ``analysis_inputs.npz`` (the sampled batches, drawn once and saved so a re-analysis is
+exact).  It has up to two parts, run by :mod:`assign_add.analysis.suite` in this order:
+
+- ``each(view, ctx)``: one checkpoint's numbers (``by_step``); ``view`` holds the probe batch's
+  activations from one forward pass shared by every per-checkpoint analysis;
+- ``finish(ctx, section)``: whole-run numbers (the final model, the early checkpoints), added to
+  the analysis's section.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+import torch
+
+from assign_add.analysis import (
+    attention,
+    causal,
+    dynamics,
+    fourier,
+    gradients,
+    probes,
+    representation,
+    weights,
+)
+from assign_add.analysis.positions import constant_form
+from assign_add.config import RunConfig
+from assign_add.model.hooked import AssignAddTransformer
+from assign_add.run import RunDir
+from assign_add.task.evalsets import load_eval_sets, save_eval_sets
+from assign_add.task.generator import Batch, Sampler
+from assign_add.task.vocab import Vocab
+from assign_add.train.checkpoint_eval import evaluate_checkpoints
+
+PROBE_SEQUENCES = 1000  # per query form, for the per-checkpoint data measures
+GRADIENT_CHECKPOINTS = 8  # checkpoints of the full-mixture gradient figure
+MIXTURE_BATCH = 2048  # sequences of the full-mixture gradient figure
+INPUTS_FILE = "analysis_inputs.npz"
+
+
+def probe_batch(sets: dict[str, Batch], n: int = PROBE_SEQUENCES) -> Batch:
+    """The per-checkpoint measures' sequences: the first ``n`` of the 1-var and 2-var training pools."""
+    parts = [sets[k].take(slice(0, n)) for k in ("1var_train", "2var_train") if k in sets]
+    return Batch.concat(parts)
+
+
+def pools(sets: dict[str, Batch]) -> dict[str, Batch]:
+    """The curated pools (the exhaustive 2-var union is evaluated only at the final step)."""
+    return {k: v for k, v in sets.items() if k != "2var_union"}
+
+
+def sampled_inputs(run: RunDir, cfg: RunConfig, vocab: Vocab) -> dict[str, Batch]:
+    """The gradient analysis's sequences: read from ``analysis_inputs.npz``, drawn and saved the first time."""
+    path = run.root / INPUTS_FILE
+    if path.is_file():
+        return load_eval_sets(path)
+    theory = gradients.one_var_samples(cfg.task, run.partitions(), vocab)
+    drawn = {f"theory_{i}": b for i, b in enumerate(theory)}
+    drawn["mixture"] = Sampler(cfg.task, seed=gradients.THEORY_SEED).batch(0, MIXTURE_BATCH)
+    save_eval_sets(drawn, path)
+    return load_eval_sets(path)
+
+
+@dataclass
+class Context:
+    """What every analysis may read: the saved run and what is derived from it once."""
+
+    run: RunDir
+    cfg: RunConfig
+    vocab: Vocab
+    steps: list[int]
+    sets: dict[str, Batch]
+    probe: Batch
+    records: list[dict]
+    records_source: str
+    phases: dynamics.Phases
+    curves: dynamics.Curves
+    _final_model: AssignAddTransformer | None = field(default=None, repr=False)
+
+    @property
+    def final(self) -> int:
+        return self.steps[-1]
+
+    @property
+    def final_model(self) -> AssignAddTransformer:
+        if self._final_model is None:
+            self._final_model = self.run.load_model(self.final)
+        return self._final_model
+
+
+@dataclass
+class CheckpointView:
+    """One checkpoint and the probe batch's activations from one forward pass (and one of its constant form)."""
+
+    step: int
+    model: AssignAddTransformer
+    cache: dict[str, torch.Tensor]
+    const_resid: np.ndarray  # [B, d_model] final position before the last MLP, constant form
+
+    @property
+    def first(self) -> np.ndarray:  # [B, q, k] layer-1 pattern, head-averaged
+        return self.cache["blocks.0.attn.hook_pattern"].mean(dim=1).numpy()
+
+    @property
+    def last(self) -> np.ndarray:  # [B, q, k] last layer's pattern, head-averaged
+        return self.cache[f"blocks.{self.model.cfg.n_layers - 1}.attn.hook_pattern"].mean(dim=1).numpy()
+
+    @property
+    def var_resid(self) -> np.ndarray:  # [B, d_model]
+        return self.cache[f"blocks.{self.model.cfg.n_layers - 1}.hook_resid_mid"][:, -1].numpy()
+
+
+@torch.no_grad()
+def checkpoint_view(step: int, model: AssignAddTransformer, ctx: Context) -> CheckpointView:
+    layers = model.cfg.n_layers
+    names = probes.probe_hooks(layers) | {f"blocks.{i}.attn.hook_pattern" for i in (0, layers - 1)}
+    _, cache = model.run_with_cache(torch.as_tensor(ctx.probe.tokens), names_filter=lambda n: n in names)
+    const = representation.resid_before_mlp(model, constant_form(ctx.probe, ctx.vocab))
+    return CheckpointView(step, model, dict(cache.items()), const)
+
+
+# ---- per-checkpoint parts -------------------------------------------------------------------
+
+def _attention_each(v: CheckpointView, ctx: Context) -> dict:
+    return attention.scores_from_patterns(v.first, v.last, ctx.probe, ctx.vocab).to_json()
+
+
+def _weights_each(v: CheckpointView, ctx: Context) -> dict:
+    return weights.weight_measures(v.model, ctx.vocab).to_json()
+
+
+def _probes_each(v: CheckpointView, ctx: Context) -> dict:
+    return probes.probes_from_activations(v.cache, ctx.probe, ctx.vocab, v.model.cfg.n_layers).to_json()
+
+
+def _representation_each(v: CheckpointView, ctx: Context) -> dict:
+    res = representation.compare_forms(v.var_resid, v.const_resid, ctx.probe)
+    return {"matched_mean": res.matched_mean, "shuffled_mean": res.shuffled_mean}
+
+
+# ---- whole-run parts ------------------------------------------------------------------------
+
+def _dynamics_finish(ctx: Context, section: dict) -> None:
+    section.update(source=ctx.records_source, steps=ctx.curves.steps, acc=ctx.curves.acc, phases=ctx.phases.to_json())
+    exhaustive = {k: ctx.sets[k] for k in ("0var_heldout_all", "2var_union") if k in ctx.sets}
+    acc = evaluate_checkpoints(ctx.run, [ctx.final], list(exhaustive), lock=False)[0]["acc"] if exhaustive else {}
+    section["final_exhaustive"] = {"step": ctx.final, **acc}
+
+
+def _weights_finish(ctx: Context, section: dict) -> None:
+    qk = weights.variable_qk_matrix(ctx.final_model, ctx.vocab)
+    section["final_qk2"] = {"step": ctx.final, "matrix": qk.tolist(), "variables": list(ctx.vocab.variables)}
+
+
+def _attention_finish(ctx: Context, section: dict) -> None:
+    example = ctx.sets["2var_train"].tokens[0] if "2var_train" in ctx.sets else ctx.probe.tokens[0]
+    pats = attention.example_patterns(ctx.final_model, example)
+    section["example"] = {"step": ctx.final, "tokens": [ctx.vocab.token_str(t) for t in example],
+                          "patterns": [p.tolist() for p in pats]}
+
+
+def _representation_finish(ctx: Context, section: dict) -> None:
+    res = representation.shared_representation(ctx.final_model, ctx.probe, ctx.vocab)
+    section["final"] = {**res.to_json(), "step": ctx.final}
+
+
+def _fourier_finish(ctx: Context, section: dict) -> None:
+    forms = {"0var": ctx.sets["0var_train"]}
+    for name in ("1var_train", "2var_train"):
+        if name in ctx.sets:
+            forms[name[:4]] = ctx.sets[name]
+    res, raw = fourier.fourier_analysis(ctx.final_model, ctx.vocab, forms)
+    best = np.argsort(-raw["fit"].fve)[:2]
+    section.update(step=ctx.final, **res.to_json())
+    section["example_grids"] = {str(int(j)): raw["grid"][:, :, j].round(4).tolist() for j in best}
+
+
+def _causal_finish(ctx: Context, section: dict) -> None:
+    res = causal.causal_checks(ctx.final_model, pools(ctx.sets), ctx.vocab)
+    section.update(step=ctx.final, **res.to_json())
+
+
+def _gradients_finish(ctx: Context, section: dict) -> None:
+    """−∇QK₂ before binding: under the theory's preconditions (every pre-binding checkpoint, three
+    disjoint samples), and on the full training mixture at up to GRADIENT_CHECKPOINTS checkpoints."""
+    binding = ctx.phases.binding
+    until = binding if binding is not None else ctx.final
+    early = [s for s in ctx.steps if s < until] or ctx.steps[:1]
+    reference = weights.variable_qk_matrix(ctx.final_model, ctx.vocab)
+    drawn = sampled_inputs(ctx.run, ctx.cfg, ctx.vocab)
+    samples = [drawn[k] for k in sorted(drawn) if k.startswith("theory_")]
+    chosen = {early[int(round(x))] for x in np.linspace(0, len(early) - 1, min(GRADIENT_CHECKPOINTS, len(early)))}
+    theory: dict = {"preconditions": {}, "by_step": {}}
+    full: dict = {}
+    for s in early:  # each checkpoint loaded once for both measurements
+        model = ctx.run.load_model(s)
+        pre, masks = gradients.preconditions(model, samples, ctx.vocab)
+        theory["preconditions"][str(s)] = pre.to_json()
+        if pre.carried_min >= gradients.MIN_SEQUENCES:
+            theory["by_step"][str(s)] = [r.to_json() for r in gradients.theory_gradients(model, samples, masks, ctx.vocab, reference)]
+        if s in chosen:
+            full[str(s)] = gradients.gradient_analysis(model, drawn["mixture"], ctx.vocab, reference).to_json()
+    theory["summary"] = gradients.summarize_theory(theory)
+    section.update(reference_step=ctx.final, binding=binding, by_step=full, theory=theory)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    each: Callable[[CheckpointView, Context], dict] | None = None
+    finish: Callable[[Context, dict], None] | None = None
+
+
+REGISTRY: dict[str, Analysis] = {a.name: a for a in (
+    Analysis("dynamics", finish=_dynamics_finish),
+    Analysis("attention", _attention_each, _attention_finish),
+    Analysis("weights", _weights_each, _weights_finish),
+    Analysis("probes", _probes_each),
+    Analysis("representation", _representation_each, _representation_finish),
+    Analysis("fourier", finish=_fourier_finish),
+    Analysis("gradients", finish=_gradients_finish),
+    Analysis("causal", finish=_causal_finish),
+)}
