@@ -45,8 +45,14 @@ def test_quick_reproduction_writes_both_reports(quick):
     observed = any(v is not None for seed in timing["phases"]["per_seed"] for v in seed.values())
     assert "Phase timing over seeds" in md
     assert (out / "figures" / "timing" / "phases.png").is_file() == observed, "a figure only when a phase was seen"
-    again = reproduce(out, quick=True, paper_checkpoints=None, log=lambda m: None)
-    assert again.seconds < res.seconds, "finished runs and analyses are reused"
+    saved = {d.name: (d / "analysis.json").stat().st_mtime_ns for d in (out / "runs").glob("seed-*")}
+    lines: list[str] = []
+    reproduce(out, quick=True, paper_checkpoints=None, log=lines.append)
+    for seed in saved:
+        assert any(line.startswith(f"reusing finished run {out / 'runs' / seed}") for line in lines), lines
+        assert any(line.startswith(f"reusing analysis of {out / 'runs' / seed}") for line in lines), lines
+    assert not any(line.startswith(("training", "analysing")) for line in lines), "nothing recomputed"
+    assert saved == {d.name: (d / "analysis.json").stat().st_mtime_ns for d in (out / "runs").glob("seed-*")}
 
 
 def test_a_planted_failing_metric_flips_its_verdict(quick):

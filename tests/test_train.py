@@ -100,11 +100,20 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path):
     assert strip(read_jsonl(killed / "metrics.jsonl")) == strip(read_jsonl(tmp_path / "straight" / "metrics.jsonl"))
 
 
-def test_bf16_autocast_trains(tmp_path):
-    """The authors trained under bf16 autocast; the same option works here (CPU autocast)."""
-    cfg = small_paper_cfg("train.steps=20", "train.eval_every=10", "train.batch_size=64", "train.precision=bf16")
+@pytest.mark.slow
+def test_bf16_autocast_learns(tmp_path):
+    """The authors trained under bf16 autocast; under it (CPU autocast) the model must learn the addition phase.
+
+    Basis: an untrained model's loss is ln 59 ≈ 4.08.  Knowing the constant sums (2/7 of the mixture)
+    and nothing else gives at most 5/7 · ln 59 ≈ 2.91, so a loss below 3.0 with 0-var training
+    accuracy ≥ 0.9 means the addition phase happened.  In fp32 it happened at steps 400–600 (0-var
+    held-out ≥ 0.9) in all 10 of our seeds (README); the training pairs are learnt first, and seed 42
+    here reaches 0-var training accuracy 1.0 by step 500 in both precisions.
+    """
+    cfg = small_paper_cfg("train.steps=600", "train.eval_every=100", "train.checkpoint_every=600", "train.precision=bf16")
     res = train(cfg, tmp_path / "bf16")
-    assert 3.0 < res.final_metrics["train_loss"] < 4.5
+    assert res.final_metrics["train_loss"] < 3.0
+    assert res.final_metrics["acc"]["0var_train"] >= 0.9
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")

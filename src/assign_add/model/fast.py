@@ -16,6 +16,7 @@ Logits and every parameter gradient match :class:`AssignAddTransformer` to float
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 import torch
@@ -46,7 +47,8 @@ def _merge(z: torch.Tensor) -> torch.Tensor:
     return z.transpose(1, 2).reshape(b, t, h * dh)
 
 
-def _mlp(mlp: MLP | None, x: torch.Tensor) -> torch.Tensor:
+def _plus_mlp(mlp: MLP | None, x: torch.Tensor) -> torch.Tensor:
+    """The residual stream after a block's MLP: ``x + mlp(x)`` (``x`` when the block has none)."""
     if mlp is None:
         return x
     return x + mlp.act(x @ mlp.W_in) @ mlp.W_out
@@ -102,7 +104,7 @@ def _last_layer(model: AssignAddTransformer, resid: torch.Tensor) -> torch.Tenso
     mixed = pattern @ resid  # [B,h,d]
     z = torch.einsum("bhd,hde->bhe", mixed, attn.W_V)
     x = last + z.reshape(b, -1) @ _flat_out(attn.W_O)
-    return _mlp(block.mlp, x) @ model.unembed.W_U
+    return _plus_mlp(block.mlp, x) @ model.unembed.W_U
 
 
 def fast_answer_logits(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.Tensor:
@@ -117,79 +119,114 @@ def _general(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.Tensor:
     if model.cfg.n_layers == 1:
         resid = F.embedding(tokens, model.embed.W_E) + model.pos_embed.W_pos[: tokens.shape[1]]
     else:
-        resid = _mlp(model.blocks[0].mlp, _first_layer(model, tokens))
+        resid = _plus_mlp(model.blocks[0].mlp, _first_layer(model, tokens))
         for block in model.blocks[1:-1]:
-            resid = _mlp(block.mlp, resid + _full_attention(block.attn, resid))
+            resid = _plus_mlp(block.mlp, resid + _full_attention(block.attn, resid))
     return _last_layer(model, resid)
+
+
+@dataclass(frozen=True)
+class _RowBasis:
+    """After layer 0, every residual vector is a weighted sum of K = (1 + h0)(V + T) fixed rows.
+
+    Block 0 holds X = [W_E; W_pos[:T]] (``V + T`` rows: tokens, then positions); block 1 + h holds
+    X W_V0_h W_O0_h, what layer-0 head h writes when it attends to that token or position.
+    """
+
+    rows: torch.Tensor  # [K, d_model]
+    tok_rows: torch.Tensor  # [B, 1+h0, T]: row index of position j's token, in each block
+    pos_rows: torch.Tensor  # [1+h0, T]: row index of position j itself, in each block
+
+    @property
+    def n_blocks(self) -> int:
+        return self.pos_rows.shape[0]
+
+    def weights(self, direct: torch.Tensor, via: torch.Tensor) -> torch.Tensor:
+        """Row weights ``[B, *g, K]`` of the vector ``sum_j direct_j · resid_j``.
+
+        ``direct`` [B, *g, T] weighs positions; ``via`` [B, *g, h0, T] = ``direct @ A0_h`` is how much
+        of each position reaches it through layer-0 head h.  Each position contributes its token row
+        and its position row, once per block.
+        """
+        lead, (n_blocks, t) = direct.shape[:-1], self.pos_rows.shape
+        per_block = torch.cat([direct.unsqueeze(-2), via], dim=-2)  # [B, *g, 1+h0, T]
+        tok = self.tok_rows.view(lead[0], *([1] * (len(lead) - 1)), n_blocks, t).expand(*lead, n_blocks, t)
+        index = torch.cat([tok, self.pos_rows.expand(*lead, n_blocks, t)], dim=-1)  # [B, *g, 1+h0, 2T]
+        weight = torch.cat([per_block, per_block], dim=-1)
+        out = torch.zeros(*lead, self.rows.shape[0], dtype=weight.dtype, device=weight.device)
+        return out.scatter_add(-1, index.reshape(*lead, -1), weight.reshape(*lead, -1))
+
+    def scores(self, qk: torch.Tensor) -> torch.Tensor:
+        """``[B, h1, 1+h0, T]``: each position's rows dotted with the query-key vectors ``qk`` [B, h1, d], per block."""
+        b, h1 = qk.shape[:2]
+        per_row = qk @ self.rows.T  # [B, h1, K]
+        tok = torch.gather(per_row, 2, self.tok_rows.reshape(b, 1, -1).expand(b, h1, -1))
+        return tok.view(b, h1, self.n_blocks, -1) + per_row[:, :, self.pos_rows]
+
+
+def _layer0_pattern(attn0: Attention, x: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Layer-0 attention ``[B, h0, T, T]`` from the bilinear score table (X W_Q)(X W_K)ᵀ, X = [W_E; W_pos].
+
+    A score is the sum of four table entries: query token × key token, query token × key position,
+    query position × key token and query position × key position.
+    """
+    b, t = tokens.shape
+    h0, width = attn0.W_Q.shape[0], x.shape[0]
+    n_vocab = width - t
+    table = torch.einsum("kd,hde->hke", x, attn0.W_Q) @ torch.einsum("kd,hde->hek", x, attn0.W_K)
+    table = (table * attn0.scale).transpose(0, 1)  # [V+T (query row), h0, V+T (key row)]
+    by_query_tok = F.embedding(tokens, table.reshape(width, -1)).view(b, t, h0, width)  # [B, Tq, h0, V+T]
+    scores = torch.gather(by_query_tok[..., :n_vocab], 3, tokens[:, None, None, :].expand(b, t, h0, t))
+    scores = scores + by_query_tok[..., n_vocab:]  # + query token x key position
+    key_tok = table[n_vocab:, :, :n_vocab].permute(2, 0, 1)  # [V (key token), Tq, h0]
+    scores = scores + F.embedding(tokens, key_tok.reshape(n_vocab, -1)).view(b, t, t, h0).permute(0, 2, 3, 1)
+    scores = (scores + table[n_vocab:, :, n_vocab:]).transpose(1, 2)  # + query pos x key pos; [B, h0, Tq, Tk]
+    causal = torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril()
+    return torch.softmax(scores.masked_fill(~causal, float("-inf")), dim=-1)
+
+
+def _row_basis(attn0: Attention, x: torch.Tensor, tokens: torch.Tensor) -> _RowBasis:
+    t = tokens.shape[1]
+    h0, width = attn0.W_Q.shape[0], x.shape[0]
+    ov = torch.einsum("kd,hde,hef->hkf", x, attn0.W_V, attn0.W_O)  # [h0, V+T, d]
+    rows = torch.cat([x, ov.reshape(-1, x.shape[1])])  # [K, d]
+    offsets = torch.arange(1 + h0, device=tokens.device)[:, None] * width  # [1+h0, 1]
+    pos = torch.arange(t, device=tokens.device)
+    return _RowBasis(rows, tokens[:, None, :] + offsets, (width - t + pos) + offsets)
 
 
 def _two_layer_rows(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.Tensor:
     """The paper's shape (2 layers, no MLP in layer 0) without any [batch, pos, d_model] tensor.
 
-    Every residual vector after layer 0 is a weighted sum of K = (1 + h0)(V + T) fixed rows
-    F = [W_E; W_pos; (W_E; W_pos) W_V0_h W_O0_h for each layer-0 head h]: position j holds
-    row tok_j and row V+j with weight 1, and rows tok_i, V+i of head h's block with weight
-    A0_h[j, i].  So layer 1 needs only: scores_j = (F @ qk)[rows of j], and the value mix
-    (weights over rows) @ F.  Layer-0 scores come from the bilinear table (X W_Q)(X W_K)^T,
-    X = [W_E; W_pos].  All work is O(batch * (V + T) * d) plus the final-position MLP.
+    Every vector layer 1 reads is a weighted sum of the fixed rows of :class:`_RowBasis`, so layer 1
+    needs only row weights: its scores are (rows @ qk) gathered per position, its value mix is
+    (weights over rows) @ rows.  All work is O(batch · (V + T) · d) plus the final-position MLP.
     """
     attn0, block1 = model.blocks[0].attn, model.blocks[1]
     attn1 = block1.attn
     b, t = tokens.shape
-    w_e = model.embed.W_E
-    n_vocab = w_e.shape[0]
-    h0, h1 = attn0.W_Q.shape[0], attn1.W_Q.shape[0]
-    width = n_vocab + t  # rows per block: tokens, then positions
-    x = torch.cat([w_e, model.pos_embed.W_pos[:t]])  # [V+T, d]
+    x = torch.cat([model.embed.W_E, model.pos_embed.W_pos[:t]])  # [V+T, d]
+    pattern0 = _layer0_pattern(attn0, x, tokens)  # [B, h0, T, T]
+    basis = _row_basis(attn0, x, tokens)
 
-    # layer-0 pattern from the bilinear score table [h0, V+T, V+T]
-    table = torch.einsum("kd,hde->hke", x, attn0.W_Q) @ torch.einsum("kd,hde->hek", x, attn0.W_K)
-    table = (table * attn0.scale).transpose(0, 1)  # [V+T (query row), h0, V+T (key row)]
-    pos = torch.arange(t, device=tokens.device)
-    by_query_tok = F.embedding(tokens, table.reshape(width, -1)).view(b, t, h0, width)  # [B, Tq, h0, V+T]
-    scores0 = torch.gather(by_query_tok[..., :n_vocab], 3, tokens[:, None, None, :].expand(b, t, h0, t))
-    scores0 = scores0 + by_query_tok[..., n_vocab:]  # query token x key position
-    key_tok = table[n_vocab:, :, :n_vocab].permute(2, 0, 1)  # [V (key token), Tq, h0]
-    scores0 = scores0 + F.embedding(tokens, key_tok.reshape(n_vocab, -1)).view(b, t, t, h0).permute(0, 2, 3, 1)
-    scores0 = (scores0 + table[n_vocab:, :, n_vocab:]).transpose(1, 2)  # + query pos x key pos; [B, h0, Tq, Tk]
-    causal = torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril()
-    pattern0 = torch.softmax(scores0.masked_fill(~causal, float("-inf")), dim=-1)
-
-    # the rows F and, per block, the row index of every position's token and position
-    ov = torch.einsum("kd,hde,hef->hkf", x, attn0.W_V, attn0.W_O)  # [h0, V+T, d]
-    rows = torch.cat([x, ov.reshape(-1, x.shape[1])])  # [K, d]
-    offsets = torch.arange(1 + h0, device=tokens.device)[:, None] * width  # [1+h0, 1]
-    tok_rows = tokens[:, None, :] + offsets  # [B, 1+h0, T]
-    pos_rows = (n_vocab + pos) + offsets  # [1+h0, T]
-
-    def weights(direct: torch.Tensor, via: torch.Tensor) -> torch.Tensor:
-        """Row weights [B, *g, K] of sum_j direct_j resid_j = sum over rows; via = direct @ A0."""
-        lead = direct.shape[:-1]
-        per_block = torch.cat([direct.unsqueeze(-2), via], dim=-2)  # [B, *g, 1+h0, T]
-        idx = torch.cat([tok_rows.view(b, *([1] * (len(lead) - 1)), 1 + h0, t).expand(*lead, 1 + h0, t),
-                         pos_rows.expand(*lead, 1 + h0, t)], dim=-1)
-        src = torch.cat([per_block, per_block], dim=-1)
-        out = torch.zeros(*lead, rows.shape[0], dtype=src.dtype, device=src.device)
-        return out.scatter_add(-1, idx.reshape(*lead, -1), src.reshape(*lead, -1))
-
-    # residual stream at the last position: direct rows of T-1, plus layer-0 heads' mix
-    last = torch.zeros(b, t, dtype=rows.dtype, device=tokens.device)
+    # residual stream at the last position: its own rows, plus what layer-0 heads moved there
+    last = torch.zeros(b, t, dtype=basis.rows.dtype, device=tokens.device)
     last[:, -1] = 1.0
-    resid_last = weights(last, pattern0[:, :, -1, :]) @ rows  # [B, d]
+    resid_last = basis.weights(last, pattern0[:, :, -1, :]) @ basis.rows  # [B, d]
 
-    # layer-1 attention at the last position
+    # layer-1 attention of the last position: score of position j = its direct rows + what heads moved to j
     q = torch.einsum("bd,gde->bge", resid_last, attn1.W_Q)
     qk = torch.einsum("bge,gde->bgd", q, attn1.W_K)  # [B, h1, d]
-    g = qk @ rows.T  # [B, h1, K]: every row's contribution to a score
-    y = torch.gather(g, 2, tok_rows.reshape(b, 1, -1).expand(b, h1, -1)).view(b, h1, 1 + h0, t)
-    y = y + g[:, :, pos_rows]  # [B, h1, 1+h0, T]: score of each position's rows, per block
+    y = basis.scores(qk)  # [B, h1, 1+h0, T]
     scores1 = y[:, :, 0] + torch.einsum("bhji,bghi->bgj", pattern0, y[:, :, 1:])
     pattern1 = torch.softmax(scores1 * attn1.scale, dim=-1)  # [B, h1, T]
+
+    # readout: the value mix as row weights, then OV₁, MLP and unembedding at one position
     via = torch.einsum("bgj,bhji->bghi", pattern1, pattern0)  # [B, h1, h0, T]
-    mixed = weights(pattern1, via) @ rows  # [B, h1, d]
+    mixed = basis.weights(pattern1, via) @ basis.rows  # [B, h1, d]
     z = torch.einsum("bgd,gde->bge", mixed, attn1.W_V)
     x_last = resid_last + torch.einsum("bge,ged->bd", z, attn1.W_O)
-    return _mlp(block1.mlp, x_last) @ model.unembed.W_U
+    return _plus_mlp(block1.mlp, x_last) @ model.unembed.W_U
 
 
 def compiled_answer_logits() -> Callable[[AssignAddTransformer, torch.Tensor], torch.Tensor]:
