@@ -19,7 +19,6 @@ from assign_add.task.evalsets import build_pools
 from assign_add.task.partitions import build_partitions
 from assign_add.task.vocab import Vocab
 
-from conftest import artifacts_or_skip
 from test_model import _previous_token_model
 
 
@@ -113,24 +112,43 @@ def test_phase_detection_on_planted_curves():
     assert p.refinement == 2000 and p.refinement_stable == 2500 and p.in_paper_order
 
 
+
+def test_a_late_gradual_binder_gets_its_climb_not_the_early_rise_as_binding():
+    # 1-var held-out: 0.02 → 0.30 in one interval with addition (a rise of 0.28), a plateau, then a
+    # climb of 0.20 per interval to 0.92 at step 3,600 (the shape of seed 46 continued to 40,000 steps)
+    steps = list(range(0, 4001, 200))
+    acc = [0.02, 0.30] + [0.30] * 14 + [0.50, 0.70, 0.92, 0.95, 0.96]
+    curves = dynamics.Curves(steps, {"1var_heldout": acc})
+    p = dynamics.detect_phases(curves)
+    assert p.binding_reached == 3600
+    assert p.binding in (3200, 3400, 3600) and p.binding_from >= 0.30 and p.binding_rise == pytest.approx(0.22)
+    # a run that never reaches the level keeps the largest rise anywhere, and no binding step
+    never = dynamics.detect_phases(dynamics.Curves(steps, {"1var_heldout": [min(a, 0.6) for a in acc]}))
+    assert never.binding_reached is None and never.binding == 200
+
 # --------------------------------------------------------------------------- the released checkpoints
 
 
-@pytest.fixture(scope="module")
-def released(tmp_path_factory):
-    from assign_add.paper import import_paper
+RELEASED_STEPS = [1, 1001, 2001, 3001, 4001, 5001, 5101, 5201, 5301, 5401, 5501, 6001, 10001, 14001, 14301, 14501,
+                  14701, 14901, 15101, 15301, 15501, 15701, 15901, 16001, 16201, 20001, 40000]
 
-    art = artifacts_or_skip() / "checkpoints"
-    steps = [1, 1001, 2001, 3001, 4001, 5001, 5101, 5201, 5301, 5401, 5501, 6001, 10001, 14001, 14301, 14501,
-             14701, 14901, 15101, 15301, 15501, 15701, 15901, 16001, 16201, 20001]
-    files = [art / f"checkpoint_step_{s}.pth" for s in steps] + [art / "model_state_dict.pth"]
-    return import_paper(files, tmp_path_factory.mktemp("released") / "run")
+
+@pytest.fixture(scope="module")
+def released(released_run, tmp_path_factory):
+    """A copy of the session's import (this test writes its analysis into the run)."""
+    import shutil
+
+    from assign_add.run import RunDir
+
+    copy = tmp_path_factory.mktemp("released") / "run"
+    shutil.copytree(released_run.root, copy, ignore=shutil.ignore_patterns(".lock"))
+    return RunDir(copy)
 
 
 def test_released_checkpoints_phases_and_mechanism(released):
     from assign_add.analysis.suite import analyze
 
-    out = analyze(released, only=["dynamics", "weights", "representation"])
+    out = analyze(released, only=["dynamics", "weights", "representation"], steps=RELEASED_STEPS)
     p = out["dynamics"]["phases"]
     assert 5301 < p["binding"] <= 5401
     assert 14301 <= p["refinement"] <= 16201

@@ -136,6 +136,16 @@ def test_claim_flips_with_its_evidence(cid, what, flip, shared):
     assert changed == shared, f"flipping {cid} ({what}) changed {changed}"
 
 
+
+def test_forbidden_positions_that_rise_with_binding_are_no_later_phase():
+    # the forbidden sets jump to 0.7 with the spike at 1,600 and reach 0.99 one evaluation later:
+    # refinement (first step ≥ 90 % after binding) is 1,700, but binding itself did most of it
+    ev = copy.deepcopy(raw_evidence())
+    ev["acc"].update({k: [0.05 if s < 1600 else 0.7 if s == 1600 else 0.99 for s in STEPS] for k in FORBIDDEN})
+    res = evaluate_claims(build(ev))
+    assert res["C3"].verdict == FAILS and "rose with binding" in res["C3"].reason
+    assert res["C4"].verdict == HOLDS
+
 def test_spike_classification_by_hand():
     steps = [0, 100, 200, 300, 400]
     jump = spike.classify(steps, [0.0, 0.1, 0.1, 0.9, 1.0], binding=250)

@@ -4,7 +4,6 @@ is kept in git without outputs."""
 from __future__ import annotations
 
 import nbformat
-import pytest
 
 from conftest import REPO, artifacts_or_skip
 

@@ -31,3 +31,28 @@ def test_a_failing_job_raises_its_own_error_in_the_caller():
     with pytest.raises(RunError, match="point 2 is broken"):
         run_pool([(slow_square, (1, 30.0)), (fail, ("point 2 is broken",))], workers=2)
     assert time.perf_counter() - t0 < 25, "the 30 s job was stopped, not waited for"
+
+
+def stamped(x: int, delay: float) -> tuple[int, float]:
+    time.sleep(delay)
+    return x, time.time()
+
+
+def test_a_follow_up_runs_as_soon_as_its_job_is_done_not_after_the_whole_first_round():
+    # job 0 is slow; job 1's follow-up (its value doubled) must finish before job 0 does, on the
+    # worker job 1 freed, and get the next index in the results
+    jobs = [(stamped, (1, 3.0)), (stamped, (2, 0.0))]
+
+    def then(i, result):
+        return (stamped, (result[0] * 10, 0.0)) if i == 1 else None
+
+    results = run_pool(jobs, workers=2, then=then, poll_seconds=0.05)
+    assert [r[0] for r in results] == [1, 2, 20]
+    assert results[2][1] < results[0][1]
+
+
+def test_follow_ups_may_chain():
+    def then(i, result):
+        return (slow_square, (result, 0.0)) if result < 100 else None
+
+    assert run_pool([(slow_square, (2, 0.0))], workers=1, then=then, poll_seconds=0.05) == [4, 16, 256]

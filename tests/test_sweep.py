@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 from assign_add.config import ConfigError
-from assign_add.sweep.backends import SweepProgress, poll_progress, watch_parent
+from assign_add.parallel import watch_parent
+from assign_add.sweep.backends import SweepProgress, poll_progress
 from assign_add.sweep.spec import AUTHORS_F_GRID, LEVEL, PRESETS, make_spec
 from assign_add.sweep.sweep import run_sweep
 from assign_add.sweep.threshold import estimate_threshold, interpolated_crossing, logistic

@@ -45,13 +45,20 @@ def cpu_cores() -> int:
 
 
 def run_pool(jobs: list[Job], workers: int, threads: int = 1, poll: Callable[[list[Any]], None] | None = None,
-             poll_seconds: float = POLL_SECONDS) -> list[Any]:
+             poll_seconds: float = POLL_SECONDS,
+             then: Callable[[int, Any], Job | None] | None = None) -> list[Any]:
     """Run ``jobs`` (function, args) in ``workers`` spawned processes of ``threads`` torch threads each;
-    results in job order.  ``poll`` gets the results so far every ``poll_seconds`` and after each job."""
+    results in job order.  ``poll`` gets the results so far every ``poll_seconds`` and after each job.
+
+    ``then(i, result)`` may return a follow-up job for job ``i`` (e.g. analyse a run once it is
+    trained); it is queued when job ``i`` finishes, after the jobs already waiting, so a free worker
+    never idles while a follow-up could run.  Follow-ups get the next indices in the results.
+    """
     import multiprocessing as mp
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
     results: dict[int, Any] = {}
+    count = len(jobs)
     pool = ProcessPoolExecutor(max_workers=max(1, workers), mp_context=mp.get_context("spawn"),
                                initializer=_worker_init, initargs=(os.getpid(), max(1, threads)))
     try:
@@ -59,8 +66,16 @@ def run_pool(jobs: list[Job], workers: int, threads: int = 1, poll: Callable[[li
         waiting = set(pending)
         while waiting:
             done, waiting = wait(waiting, timeout=poll_seconds, return_when=FIRST_COMPLETED)
-            for fut in done:
-                results[pending[fut]] = fut.result()
+            for fut in sorted(done, key=pending.__getitem__):
+                i = pending[fut]
+                results[i] = fut.result()
+                follow = then(i, results[i]) if then else None
+                if follow is not None:
+                    fn, args = follow
+                    nxt = pool.submit(fn, *args)
+                    pending[nxt] = count
+                    count += 1
+                    waiting.add(nxt)
             if poll:
                 poll([results[i] for i in sorted(results)])
     except BaseException:
@@ -72,4 +87,4 @@ def run_pool(jobs: list[Job], workers: int, threads: int = 1, poll: Callable[[li
             proc.terminate()
         raise
     pool.shutdown(wait=True)
-    return [results[i] for i in range(len(jobs))]
+    return [results[i] for i in range(count)]

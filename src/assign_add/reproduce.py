@@ -8,7 +8,8 @@ Layout under ``--out`` (default ``runs/reproduce``)::
     timing.json              phase steps over seeds and what predicts the binding step (≥ 2 seeds)
     report.html, report.md   the report (figures/ beside report.md)
 
-Seeds (and the released checkpoints' import and analysis) run in parallel worker processes, as
+Seeds (training and analysis as separate jobs) and the released checkpoints (import and analysis)
+run in parallel worker processes, as
 many as there are CPU cores, each with cores ÷ workers torch threads.  Finished runs are reused,
 interrupted ones resumed, and an analysis is recomputed only when the key of its inputs
 (:func:`assign_add.analysis.suite.inputs_key`) differs from the saved one.
@@ -108,11 +109,17 @@ def ensure_released(checkpoints: Path, out: Path, log: Log) -> RunDir:
     return import_paper([Path(checkpoints)], out)
 
 
-def seed_job(config_toml: str, out: str) -> list[str]:
-    """Train (or resume / reuse) one seed and analyse it; returns its log lines.  Runs in a worker."""
+def train_job(config_toml: str, out: str) -> list[str]:
+    """Train (or resume / reuse) one seed; returns its log lines.  Runs in a worker."""
     lines: list[str] = []
-    run = ensure_trained(config_mod.loads(config_toml), Path(out), lines.append)
-    ensure_analysis(run, lines.append)
+    ensure_trained(config_mod.loads(config_toml), Path(out), lines.append)
+    return lines
+
+
+def analyse_job(out: str) -> list[str]:
+    """Analyse (or reuse the analysis of) one trained seed.  Runs in a worker."""
+    lines: list[str] = []
+    ensure_analysis(RunDir(Path(out)), lines.append)
     return lines
 
 
@@ -126,10 +133,15 @@ def released_job(checkpoints: str, out: str, quick: bool) -> list[str]:
 
 
 def run_jobs(jobs: list, seed_dirs: list[Path], total_steps: int, log: Log, progress=None) -> None:
-    """The jobs in parallel processes (in this process when there is one), with combined progress."""
+    """The jobs in parallel processes (in this process when there is one), with combined progress.
+
+    Training and analysing a seed are separate jobs: a seed's analysis is queued when its training
+    ends, behind the jobs already waiting, so with 3 seeds and the released checkpoints on 2 cores
+    the analyses fill the time a worker would otherwise idle (and no worker trains two seeds and
+    then analyses both while the other is done)."""
     if len(jobs) == 1:
         fn, args = jobs[0]
-        if fn is seed_job:
+        if fn is train_job:
             run = ensure_trained(config_mod.loads(args[0]), Path(args[1]), log, progress)
             ensure_analysis(run, log)
         else:
@@ -144,7 +156,11 @@ def run_jobs(jobs: list, seed_dirs: list[Path], total_steps: int, log: Log, prog
             done = sum(int(RunDir(d).status().get("step", 0)) if RunDir(d).exists() else 0 for d in seed_dirs)
             progress(min(done, total_steps), total_steps, None)
 
-    for lines in run_pool(jobs, workers, threads=max(1, cpu_cores() // workers), poll=poll):
+    def then(i: int, result: list[str]):
+        fn, args = jobs[i] if i < len(jobs) else (None, ())
+        return (analyse_job, (args[1],)) if fn is train_job else None
+
+    for lines in run_pool(jobs, workers, threads=max(1, cpu_cores() // workers), poll=poll, then=then):
         for line in lines:
             log(line)
 
@@ -175,7 +191,7 @@ def reproduce(
     seed_dirs = [out / "runs" / f"seed-{c.train.seed}" for c in configs]
     for cfg, d in zip(configs, seed_dirs):
         check_reusable(cfg, d)
-    jobs: list = [(seed_job, (config_mod.dumps(c), str(d))) for c, d in zip(configs, seed_dirs)]
+    jobs: list = [(train_job, (config_mod.dumps(c), str(d))) for c, d in zip(configs, seed_dirs)]
     if paper_checkpoints is not None:
         jobs.append((released_job, (str(paper_checkpoints), str(out / "runs" / "released"), quick)))
     run_jobs(jobs, seed_dirs, sum(c.train.steps for c in configs), log, progress)

@@ -61,6 +61,20 @@ def _stays_from(steps: list[int], values: np.ndarray, threshold: float, after: i
     return result
 
 
+def _binding_interval(steps: list[int], acc: np.ndarray, reached: int | None) -> int:
+    """Index i of the evaluation interval (steps[i], steps[i+1]] with the largest rise of the binding
+    set: within the climb to the binding level when the run reaches it (see ``criteria``), else anywhere."""
+    diffs = np.diff(acc)
+    if reached is None:
+        return int(np.nanargmax(diffs))
+    end = steps.index(reached)  # the climb's last interval ends here
+    below = [j for j in range(end) if acc[j] < C.BINDING_CLIMB_FROM]
+    start = below[-1] if below else 0
+    if start >= end:  # reached at the first evaluation: no interval before it
+        return int(np.nanargmax(diffs))
+    return start + int(np.nanargmax(diffs[start:end]))
+
+
 def detect_phases(curves: Curves) -> Phases:
     steps = curves.steps
     notes: list[str] = []
@@ -72,10 +86,9 @@ def detect_phases(curves: Curves) -> Phases:
         notes.append(f"no {C.ADDITION_SET} accuracy: addition phase not measured")
     if C.BINDING_SET in curves.acc and len(steps) > 1:
         b = np.asarray(curves.acc[C.BINDING_SET])
-        diffs = np.diff(b)
-        i = int(np.nanargmax(diffs))
-        binding, rise, frm, to = steps[i + 1], float(diffs[i]), float(b[i]), float(b[i + 1])
         reached = _first(steps, b, C.BINDING_ACC)
+        i = _binding_interval(steps, b, reached)
+        binding, rise, frm, to = steps[i + 1], float(b[i + 1] - b[i]), float(b[i]), float(b[i + 1])
         if steps[i + 1] - steps[i] > 200:
             notes.append(f"binding located only to the interval {steps[i]}..{steps[i + 1]} (sparse evaluations)")
     else:

@@ -27,6 +27,11 @@ AGGREGATE_RULE = ("over seeds: a verdict shared by every seed that measured the 
 # Thresholds of the claims table (stated in the report beside every verdict).
 C1_ZERO_VAR_HELDOUT_BEFORE_BINDING = 0.90
 C2_MIN_RISE = 0.25
+# C3 is about a *later* phase: at the binding step (the end of the spike's interval) the mean
+# forbidden-position accuracy must still be at most this, i.e. binding itself left at least half of
+# those sequences wrong.  Without it a run whose forbidden positions rise with the spike (seed 43:
+# 0.15 → 0.65 at binding, 0.91 one evaluation later) would count as having a refinement phase.
+C3_FORBIDDEN_AT_BINDING = 0.50
 C4_FORBIDDEN_FINAL = 0.95
 C5_HELDOUT_FINAL = 0.98
 C8_MATCHED = 0.90
@@ -59,7 +64,8 @@ CLAIMS = [
           "the binding step (the spike table shows every other measure)"),
     Claim("C3", "A later refinement phase fixes variables in forbidden positions",
           "steps 14,500–16,000 (`b` as right operand 5 % → 99 %)",
-          f"mean forbidden-position accuracy reaches {AC.REFINEMENT_ACC:.0%} at a step after binding"),
+          f"mean forbidden-position accuracy is ≤ {C3_FORBIDDEN_AT_BINDING:.0%} at the binding step and reaches "
+          f"{AC.REFINEMENT_ACC:.0%} at a later step"),
     Claim("C4", "Position generalisation: trained on `14+b`, correct on `b+14`", "≈ 100 % on forbidden positions",
           f"final accuracy ≥ {C4_FORBIDDEN_FINAL:.0%} on every forbidden-position set"),
     Claim("C5", "OOD generalisation to addition pairs never seen in any form", "99.4 % on the 1,045 held-out pairs",
@@ -175,8 +181,15 @@ def c3(a: dict) -> ClaimResult:
     if p["refinement"] is None:
         return ClaimResult("C3", None, f"binding {p['binding']}{extra}", FAILS,
                            "forbidden-position accuracy never reached the refinement threshold")
-    detail = f"refinement at {p['refinement']} (binding {p['binding']}), stays ≥ 95 % from {p['refinement_stable']}{extra}"
-    return ClaimResult("C3", float(p["refinement"]), detail, _verdict(p["refinement"] > p["binding"]))
+    present = [n for n in AC.REFINEMENT_SETS if n in d["acc"]]
+    i = d["steps"].index(p["binding"])
+    at_binding = float(np.mean([d["acc"][n][i] for n in present]))
+    detail = (f"refinement at {p['refinement']} (binding {p['binding']}, forbidden-position mean there "
+              f"{at_binding:.2f}), stays ≥ 95 % from {p['refinement_stable']}{extra}")
+    later = at_binding <= C3_FORBIDDEN_AT_BINDING
+    reason = "" if later else (f"forbidden positions were already at {at_binding:.2f} at the binding step: they rose "
+                               "with binding, not in a later phase")
+    return ClaimResult("C3", float(p["refinement"]), detail, _verdict(p["refinement"] > p["binding"] and later), reason)
 
 
 def c4(a: dict) -> ClaimResult:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Callable
 
 from assign_add.config import ConfigError
-from assign_add.parallel import POLL_SECONDS, cpu_cores, run_pool, watch_parent  # noqa: F401 (re-exported)
+from assign_add.parallel import POLL_SECONDS, cpu_cores, run_pool
 from assign_add.run import RunDir
 from assign_add.sweep.spec import SweepSpec
 
@@ -29,7 +29,8 @@ def run_point(spec_json: dict, root: str, value: float, seed: int) -> dict:
     import torch
 
     from assign_add.run import config_differences
-    from assign_add.train.trainer import RESUMABLE_CHANGES, train
+    from assign_add.train.resume import RESUMABLE_CHANGES
+    from assign_add.train.trainer import train
 
     torch.set_num_threads(1)
     spec = SweepSpec.from_json(spec_json)
