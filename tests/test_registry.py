@@ -79,6 +79,12 @@ def test_reuse_is_decided_by_the_inputs(small_run, monkeypatch):
     ckpt = small_run.checkpoint_path(small_run.checkpoint_steps()[-1])
     ckpt.write_bytes(ckpt.read_bytes())
     assert is_current(small_run)
+    # other analysis code (a development checkout edited without a new version): not current
+    monkeypatch.setattr("assign_add.analysis.suite.code_digest", lambda: "edited")
+    assert not is_current(small_run)
+    monkeypatch.undo()
+    monkeypatch.setattr("assign_add.reproduce.analyze", refuse)
+    assert is_current(small_run)
     # one changed checkpoint byte: recomputed
     data = bytearray(ckpt.read_bytes())
     data[-1] ^= 1

@@ -132,6 +132,16 @@ def released_job(checkpoints: str, out: str, quick: bool) -> list[str]:
     return lines
 
 
+def worker_count(jobs: int, trainings: int, cores: int) -> int:
+    """Worker processes for ``jobs`` of which ``trainings`` train a seed, on ``cores`` cores.
+
+    At least one per core; more when there are more trainings (up to twice the cores), so that all
+    seeds train at once, time-sharing the cores, instead of in rounds: with 3 seeds on 2 cores,
+    rounds leave one core idle while the third seed trains alone and then is analysed (measured: 17
+    min against a total of about 15 core-minutes per core)."""
+    return max(1, min(jobs, max(cores, min(trainings, 2 * cores))))
+
+
 def run_jobs(jobs: list, seed_dirs: list[Path], total_steps: int, log: Log, progress=None) -> None:
     """The jobs in parallel processes (in this process when there is one), with combined progress.
 
@@ -148,7 +158,7 @@ def run_jobs(jobs: list, seed_dirs: list[Path], total_steps: int, log: Log, prog
             for line in fn(*args):
                 log(line)
         return
-    workers = min(len(jobs), cpu_cores())
+    workers = worker_count(len(jobs), sum(fn is train_job for fn, _ in jobs), cpu_cores())
     log(f"{len(jobs)} jobs in {workers} worker processes ({max(1, cpu_cores() // workers)} torch threads each)")
 
     def poll(results: list) -> None:

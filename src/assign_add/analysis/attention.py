@@ -47,6 +47,12 @@ def patterns(model: AssignAddTransformer, tokens: np.ndarray) -> list[torch.Tens
     return [cache["pattern", layer].mean(dim=1) for layer in range(model.cfg.n_layers)]
 
 
+def first_layer_pattern(model: AssignAddTransformer, tokens: np.ndarray) -> np.ndarray:
+    """Head-averaged layer-1 attention pattern ``[batch, query, key]`` (nothing after it is computed)."""
+    name = "blocks.0.attn.hook_pattern"
+    return model.cache_until(torch.as_tensor(tokens), {name}, stop_at=name)[name].mean(dim=1).numpy()
+
+
 def previous_token(first: np.ndarray, batch: Batch, vocab: Vocab, pos: Positions | None = None) -> tuple[float, float]:
     """(mean layer-1 attention of value tokens on their variable, share whose top key it is)."""
     pos = find_positions(batch, vocab) if pos is None else pos

@@ -34,7 +34,7 @@ import torch
 from assign_add.analysis.weights import ov_circuit
 from assign_add.model.fast import answer_loss
 from assign_add.model.hooked import AssignAddTransformer
-from assign_add.analysis.attention import patterns, previous_token
+from assign_add.analysis.attention import first_layer_pattern, previous_token
 from assign_add.config import TaskConfig
 from assign_add.task.evalsets import pool_definitions
 from assign_add.task.generator import Batch, sample
@@ -151,7 +151,7 @@ def carries_variable(first: np.ndarray, batch: Batch, vocab: Vocab) -> np.ndarra
 
 def preconditions(model: AssignAddTransformer, samples: list[Batch], vocab: Vocab) -> tuple[Preconditions, list[np.ndarray]]:
     """The preconditions at one checkpoint, and each sample's mask of sequences satisfying (b)."""
-    firsts = [patterns(model, b.tokens)[0].numpy() for b in samples]
+    firsts = [first_layer_pattern(model, b.tokens) for b in samples]
     masks = [carries_variable(f, b, vocab) for f, b in zip(firsts, samples)]
     lpos, rpos = vocab.operand_positions()
     eq = np.concatenate([f[:, -1] for f in firsts])

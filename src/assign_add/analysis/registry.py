@@ -119,9 +119,10 @@ class CheckpointView:
 def checkpoint_view(step: int, model: AssignAddTransformer, ctx: Context) -> CheckpointView:
     layers = model.cfg.n_layers
     names = probes.probe_hooks(layers) | {f"blocks.{i}.attn.hook_pattern" for i in (0, layers - 1)}
-    _, cache = model.run_with_cache(torch.as_tensor(ctx.probe.tokens), names_filter=lambda n: n in names)
+    # every measure reads activations up to the last layer's resid_mid: its MLP is never run here
+    cache = model.cache_until(torch.as_tensor(ctx.probe.tokens), names, stop_at=representation.before_mlp(model))
     const = representation.resid_before_mlp(model, constant_form(ctx.probe, ctx.vocab))
-    return CheckpointView(step, model, dict(cache.items()), const)
+    return CheckpointView(step, model, cache, const)
 
 
 # ---- per-checkpoint parts -------------------------------------------------------------------

@@ -41,11 +41,15 @@ def cosine(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(-1) / np.maximum(na * nb, 1e-30)
 
 
-@torch.no_grad()
+def before_mlp(model: AssignAddTransformer) -> str:
+    """The hook name of the residual stream before the last MLP."""
+    return f"blocks.{model.cfg.n_layers - 1}.hook_resid_mid"
+
+
 def resid_before_mlp(model: AssignAddTransformer, tokens: np.ndarray) -> np.ndarray:
-    name = f"blocks.{model.cfg.n_layers - 1}.hook_resid_mid"
-    _, cache = model.run_with_cache(torch.as_tensor(tokens), names_filter=name)
-    return cache[name][:, -1].numpy()
+    """``[B, d_model]``: the residual stream before the last MLP at the final position (the MLP is not run)."""
+    name = before_mlp(model)
+    return model.cache_until(torch.as_tensor(tokens), {name}, stop_at=name)[name][:, -1].numpy()
 
 
 def shuffled_partner(batch: Batch, seed: int = 0) -> np.ndarray:

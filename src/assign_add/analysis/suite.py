@@ -8,6 +8,7 @@ its inputs (:func:`inputs_key`); :func:`is_current` says whether a saved analysi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -42,10 +43,23 @@ def accuracy_records(run: RunDir, steps: list[int]) -> tuple[list[dict], str]:
     return evaluate_checkpoints(run, steps, names, lock=False), "checkpoints"
 
 
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 of the package's own source files: an analysis computed by other code is not reused
+    (a development checkout changes code without changing the version)."""
+    root = Path(assign_add.__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()
+
+
 def inputs_key(run: RunDir, only: list[str], steps: list[int]) -> str:
-    """SHA-256 over what an analysis reads: the package version, the analyses and steps asked for, the
-    run's config, partitions, evaluation sets, metrics, saved sampled batches and checkpoint files."""
-    h = hashlib.sha256(json.dumps({"version": assign_add.__version__, "only": sorted(only), "steps": steps}).encode())
+    """SHA-256 over what an analysis reads: the package version and source, the analyses and steps asked
+    for, the run's config, partitions, evaluation sets, metrics, saved sampled batches and checkpoints."""
+    h = hashlib.sha256(json.dumps({"version": assign_add.__version__, "code": code_digest(), "only": sorted(only),
+                                   "steps": steps}).encode())
     files = [run.config_path, run.partitions_path, run.evalsets_path, run.metrics_path, run.root / INPUTS_FILE]
     files += [run.checkpoint_path(s) for s in steps]
     for path in files:

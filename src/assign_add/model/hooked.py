@@ -159,6 +159,10 @@ class Unembed(nn.Module):
         return resid @ self.W_U
 
 
+class _StopForward(Exception):
+    """Raised by the hook at which :meth:`AssignAddTransformer.cache_until` stops the forward pass."""
+
+
 class AssignAddTransformer(HookedRootModule):
     """``forward(tokens) -> logits [batch, pos, d_vocab_out]``; the answer is read at the last position."""
 
@@ -239,6 +243,29 @@ class AssignAddTransformer(HookedRootModule):
         logits, cache = super().run_with_cache(*args, **kwargs)
         has_batch = not kwargs.get("remove_batch_dim", False)
         return logits, ActivationCache(dict(cache), self, has_batch_dim=has_batch)
+
+    @torch.no_grad()
+    def cache_until(self, tokens: torch.Tensor, names: set[str], stop_at: str) -> dict[str, torch.Tensor]:
+        """The activations ``names`` (and ``stop_at``), running the forward pass only as far as the hook
+        ``stop_at``: nothing after it is computed (e.g. stop at the last ``hook_resid_mid`` to skip the
+        last MLP, at every position, and the unembedding).  A cut-short ``run_with_cache``."""
+        if stop_at not in self.hook_dict:
+            raise KeyError(f"no hook point {stop_at!r}")
+        cache: dict[str, torch.Tensor] = {}
+
+        def save(x: torch.Tensor, hook) -> None:
+            cache[hook.name] = x.detach()
+
+        def save_and_stop(x: torch.Tensor, hook) -> None:
+            cache[hook.name] = x.detach()
+            raise _StopForward
+
+        hooks = [(n, save) for n in names if n != stop_at] + [(stop_at, save_and_stop)]
+        try:
+            self.run_with_hooks(tokens, fwd_hooks=hooks)  # the hooks are removed however it ends
+        except _StopForward:
+            pass
+        return cache
 
     def _as_tokens(self, tokens: torch.Tensor | str | list[str]) -> torch.Tensor:
         if isinstance(tokens, (str, list)) and (isinstance(tokens, str) or isinstance(tokens[0], str)):
