@@ -8,6 +8,8 @@ import sys
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 import torch
 from safetensors.torch import load_file
 
@@ -146,3 +148,22 @@ def test_compile_without_a_c_compiler_is_a_clear_error(monkeypatch):
     with pytest.raises(ConfigError, match="train.compile"):
         small_paper_cfg("train.compile=true")
     assert small_paper_cfg("train.compile=false").train.compile is False
+
+
+@settings(max_examples=15, deadline=None)
+@given(sizes=st.lists(st.integers(1, 300), min_size=1, max_size=4), chunk=st.sampled_from([7, 64, 256, 1024]),
+       seed=st.integers(0, 1000))
+def test_chunked_evaluator_equals_evaluate_on_any_sets_and_chunk(sizes, chunk, seed):
+    """The training's fixed-shape evaluator (padded chunks over all sets at once) gives every set's
+    accuracy exactly and its mean loss to float32 summation rounding (≤ n·2⁻²⁴ relative, n ≤ 300)."""
+    from assign_add.model.hooked import AssignAddTransformer
+    from assign_add.task.generator import Sampler
+    from assign_add.train.evaluate import Evaluator, evaluate
+
+    cfg = small_paper_cfg()
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=seed)
+    sets = {f"set{i}": Sampler(cfg.task, seed + i).batch(0, n) for i, n in enumerate(sizes)}
+    want, got = evaluate(model, sets), Evaluator(sets, chunk=chunk)(model)
+    assert got["acc"] == want["acc"]
+    for name, n in zip(sets, sizes):
+        assert got["loss"][name] == pytest.approx(want["loss"][name], rel=n * 2**-24, abs=1e-7)

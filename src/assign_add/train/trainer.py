@@ -30,7 +30,7 @@ from assign_add.model.fast import (
 from assign_add.model.hooked import AssignAddTransformer
 from assign_add.run import RunDir, RunError, save_checkpoint
 from assign_add.task.generator import Sampler
-from assign_add.train.evaluate import evaluate
+from assign_add.train.evaluate import Evaluator, evaluate
 from assign_add.train.resume import load_state, prepare_run_dir, save_state, truncate_metrics
 
 def checkpoint_schedule(total_steps: int, every: int = 0) -> list[int]:
@@ -102,6 +102,9 @@ class RunWriter:
         all_sets = run.eval_sets()
         self.final_sets = all_sets
         self.live_sets = live_sets(all_sets, cfg.train.eval_sets, run.root)
+        # the evaluations during training through the compiled engine too (one shape: chunks of 4096)
+        self.evaluate_live = (Evaluator(self.live_sets, compiled_answer_logits()) if cfg.train.compile
+                              else lambda model: evaluate(model, self.live_sets))
         self.schedule = set(checkpoint_schedule(cfg.train.steps, cfg.train.checkpoint_every))
         self.loss_sum, self.loss_count = 0.0, 0
         self.t0 = time.perf_counter() - elapsed_before
@@ -115,9 +118,11 @@ class RunWriter:
 
     def record(self, model: torch.nn.Module, step: int) -> dict:
         """Evaluate every curated set (the 2-var union only at the last step) and append a record."""
-        sets = self.final_sets if step == self.cfg.train.steps else self.live_sets
         model.eval()
-        res = evaluate(model, sets)
+        res = self.evaluate_live(model)
+        if step == self.cfg.train.steps:  # and the sets kept for the end (the exhaustive 2-var union)
+            rest = evaluate(model, {k: v for k, v in self.final_sets.items() if k not in self.live_sets})
+            res = {part: {**res[part], **rest[part]} for part in ("acc", "loss")}
         model.train()
         weights, grads = _norms(model)
         rec = {
