@@ -155,6 +155,29 @@ def test_cache_supports_transformerlens_tools():
     assert torch.allclose(model(tokens), logits), "hooks are removed after run_with_hooks"
 
 
+
+def test_cache_until_gives_run_with_cache_activations_and_computes_nothing_after_the_stop():
+    cfg = preset("paper")
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=6)
+    tokens = torch.as_tensor(Sampler(cfg.task, 1).batch(0, 16).tokens)
+    _, full = model.run_with_cache(tokens)
+    names = {"blocks.0.attn.hook_pattern", "blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern"}
+    got = model.cache_until(tokens, names, stop_at="blocks.1.hook_resid_mid")
+    assert set(got) == names | {"blocks.1.hook_resid_mid"}
+    for name, value in got.items():
+        assert torch.equal(value, full[name]), name
+    reached: list[str] = []
+    model.blocks[1].mlp.hook_pre.add_hook(lambda x, hook: reached.append(hook.name))
+    model.cache_until(tokens, set(), stop_at="blocks.1.hook_resid_mid")
+    assert reached == [], "the last MLP was not run"
+    model(tokens)
+    assert reached == ["blocks.1.mlp.hook_pre"], "the probe hook was attached all along"
+    model.reset_hooks()
+    assert not any(h.fwd_hooks for h in model.hook_dict.values()), "no hook left attached"
+    assert torch.equal(model(tokens), full["blocks.1.hook_resid_post"] @ model.unembed.W_U)
+    with pytest.raises(KeyError, match="no hook point"):
+        model.cache_until(tokens, set(), stop_at="blocks.9.hook_resid_mid")
+
 def test_text_helpers():
     cfg = preset("paper")
     model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=0)
