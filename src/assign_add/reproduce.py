@@ -9,8 +9,8 @@ Layout under ``--out`` (default ``runs/reproduce``)::
     report.html, report.md   the report (figures/ beside report.md)
 
 Seeds (training and analysis as separate jobs) and the released checkpoints (import and analysis)
-run in parallel worker processes, as
-many as there are CPU cores, each with cores ÷ workers torch threads.  Finished runs are reused,
+run in parallel worker processes (:func:`worker_count`: one per job, up to twice the CPU cores),
+each with cores ÷ workers torch threads (at least one).  Finished runs are reused,
 interrupted ones resumed, and an analysis is recomputed only when the key of its inputs
 (:func:`assign_add.analysis.suite.inputs_key`) differs from the saved one.
 """
@@ -135,8 +135,8 @@ def released_job(checkpoints: str, out: str, quick: bool) -> list[str]:
 def worker_count(jobs: int, cores: int) -> int:
     """Worker processes for ``jobs`` (training a seed, analysing one, the released import) on ``cores``.
 
-    One per job, up to twice the cores (time-sharing them when there are more jobs than cores), so that all seeds
-    train at once, time-sharing the cores, instead of in rounds: with 3 seeds on 2 cores, rounds
+    One per job, up to twice the cores, so that all seeds train at once, time-sharing the cores,
+    instead of in rounds: with 3 seeds on 2 cores, rounds
     leave one core idle while the third seed trains alone and is then analysed (measured here: 17 min
     18 s in rounds, 16 min 10 s with the seeds at once but the released checkpoints queued behind
     them, which left a core idle at the end)."""

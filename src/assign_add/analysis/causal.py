@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from assign_add.analysis.positions import constant_form
+from assign_add.analysis.representation import before_mlp
 from assign_add.model.hooked import AssignAddTransformer
 from assign_add.task.generator import Batch
 from assign_add.task.vocab import Vocab
@@ -54,7 +55,7 @@ def patch_constant_into_variable(model: AssignAddTransformer, batch: Batch, voca
     """Accuracy of the variable form, the constant form, and the variable form with the last layer's
     resid_mid (final position) patched in from the constant form.  ``variable``: the variable form's
     accuracy when already known (saves a forward pass)."""
-    name = f"blocks.{model.cfg.n_layers - 1}.hook_resid_mid"
+    name = before_mlp(model)
     const = torch.as_tensor(constant_form(batch, vocab))
     const_logits, cache = model.run_with_cache(const, names_filter=name)
     source = cache[name][:, -1]

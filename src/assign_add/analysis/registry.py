@@ -117,7 +117,7 @@ class CheckpointView:
 
     @property
     def var_resid(self) -> np.ndarray:  # [B, d_model]
-        return self.cache[f"blocks.{self.model.cfg.n_layers - 1}.hook_resid_mid"][:, -1].numpy()
+        return self.cache[representation.before_mlp(self.model)][:, -1].numpy()
 
 
 @torch.no_grad()
