@@ -3,17 +3,25 @@ real headless Chromium on the released checkpoints (slider 5,301 → 5,401 acros
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 
 from assign_add.explore.server import Explorer, ModelCache, create_app
 from assign_add.predict import predict
+from assign_add.run import RunError
 from assign_add.task.vocab import TextFormError, parse_text, tokens_to_text
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -21,11 +29,15 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 def test_model_cache_keeps_at_most_its_size(released_run):
     cache = ModelCache(released_run, size=2)
-    a = cache.get(5301)
-    cache.get(5401)
-    assert cache.get(5301) is a, "a cached checkpoint is not reloaded"
-    cache.get(40000)  # evicts 5401, the least recently used
-    assert len(cache) == 2 and set(cache._models) == {5301, 40000}
+    with cache.use(5301) as a:
+        pass
+    with cache.use(5401):
+        pass
+    with cache.use(5301) as again:
+        assert again is a, "a cached checkpoint is not reloaded"
+    with cache.use(40000):  # evicts 5401, the least recently used
+        pass
+    assert len(cache) == 2 and cache.steps() == [5301, 40000] and cache.loads == 3
 
 
 def test_api_answers_like_predict_and_errors_in_one_line(released_run):
@@ -62,20 +74,32 @@ def _wrong_at(run, step: int, count: int) -> list[str]:
     return [p.prompt for p in preds if p.answer != p.expected][:count]
 
 
-@pytest.fixture
-def server(released_run):
-    proc = subprocess.Popen([sys.executable, "-m", "assign_add.cli", "explore", str(released_run.root), "--port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    t0 = time.perf_counter()
+def start_explorer(run_root, log) -> tuple[subprocess.Popen, str]:
+    """``assign-add explore RUN --port 0`` as a subprocess and its address.  Its request log goes to
+    the file ``log``: a pipe nobody reads would fill up and block the server after some hundred requests."""
+    proc = subprocess.Popen([sys.executable, "-m", "assign_add.cli", "explore", str(run_root), "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=log, text=True)
     line = proc.stdout.readline()  # printed once the socket listens
-    started = time.perf_counter() - t0
     url = re.search(r"http://\S+/", line)
     if url is None:
         proc.kill()
-        pytest.fail(f"explore did not announce its address: {line!r} {proc.stdout.read()!r}")
-    yield url.group(0), started
+        log.seek(0)
+        pytest.fail(f"explore did not announce its address: {line!r} {log.read()[-500:]!r}")
+    return proc, url.group(0)
+
+
+def stop(proc: subprocess.Popen) -> None:
     proc.terminate()
     proc.wait(timeout=10)
+
+
+@pytest.fixture
+def server(released_run, tmp_path):
+    with open(tmp_path / "explore.log", "w+") as log:
+        t0 = time.perf_counter()
+        proc, url = start_explorer(released_run.root, log)
+        yield url, time.perf_counter() - t0
+        stop(proc)
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
@@ -145,3 +169,105 @@ def test_a_busy_port_is_one_config_error():
         port = held.getsockname()[1]
         with pytest.raises(ConfigError, match=f"cannot listen on 127.0.0.1:{port}"):
             check_listen("127.0.0.1", port)
+
+
+def test_model_cache_loads_once_and_never_evicts_a_model_in_use(released_run):
+    """Threads asking for one uncached step share one load; a model held by a request stays cached."""
+    cache = ModelCache(released_run, size=1)
+    barrier = threading.Barrier(8)
+
+    def ask(_: int) -> int:
+        barrier.wait()
+        with cache.use(5401) as model:
+            return id(model)
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(ask, range(8)))
+    assert len(ids) == 1 and cache.loads == 1, "eight simultaneous requests, one load"
+    with cache.use(5401) as held:
+        with cache.use(5301):
+            assert set(cache.steps()) == {5301, 5401}, "over its size while both are in use"
+        assert cache.steps() == [5401], "the idle model went, the one in use stayed"
+    with cache.use(5401) as again:
+        assert again is held and cache.loads == 2
+    with pytest.raises(RunError, match="no checkpoint at step 7"):
+        with cache.use(7):
+            pass
+    assert cache.steps() == [5401], "a failed load leaves nothing behind"
+
+
+def _get(url: str) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(url, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, {"body": exc.read().decode(errors="replace")[:300]}
+
+
+def _view_url(base: str, prompt: str, step: int) -> str:
+    return f"{base}api/view?" + urllib.parse.urlencode({"prompt": prompt, "step": step})
+
+
+def test_concurrent_requests_through_the_real_server(released_run, server):
+    """50 requests at once over 5 checkpoints (the final one with its Fourier view): every one HTTP 200
+    and equal to the same request made alone.  Before the per-model lock, 13 of 50 such requests
+    failed with HTTP 500 (one request's hooks removed during another's forward)."""
+    url, _ = server
+    vocab = released_run.vocab()
+    prompts = [tokens_to_text(t, vocab) for t in released_run.eval_sets()["1var_heldout"].tokens[:10]]
+    steps = [5301, 5401, 14501, 15401, 40000]
+    urls = [_view_url(url, p, s) for s in steps for p in prompts]
+    barrier = threading.Barrier(len(urls))
+
+    def at_once(u: str) -> tuple[int, dict]:
+        barrier.wait()
+        return _get(u)
+
+    with ThreadPoolExecutor(len(urls)) as pool:
+        together = list(pool.map(at_once, urls))
+    failed = [(u, code, body) for u, (code, body) in zip(urls, together) if code != 200]
+    assert not failed, f"{len(failed)} of {len(urls)} failed, e.g. {failed[0]}"
+    alone = [_get(u) for u in urls]
+    assert [body for _, body in together] == [body for _, body in alone]
+    assert sum("fourier" in body for _, body in together) == len(prompts)
+
+
+def test_explore_a_run_while_it_trains(tmp_path):
+    """The explorer follows a run that ``train`` is writing: new checkpoints and metrics appear
+    without a restart, views of the newest checkpoint answer, and the explorer writes nothing."""
+    out = tmp_path / "live"
+    trainer = subprocess.Popen([sys.executable, "-m", "assign_add.cli", "train", "--preset", "tiny", "--out", str(out),
+                                "--no-progress", "train.steps=100000", "train.checkpoint_every=100",
+                                "train.eval_every=50", "train.state_every=1000"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    explorer, log = None, open(tmp_path / "explore.log", "w+")
+    try:
+        deadline = time.time() + 600  # generous: a loaded 2-core machine starts torch slowly
+        while not list((out / "checkpoints").glob("step_*.safetensors")):
+            assert trainer.poll() is None, f"training exited early: {trainer.stderr.read()[-500:]}"
+            assert time.time() < deadline, "no checkpoint after 10 minutes"
+            time.sleep(0.1)
+        explorer, base = start_explorer(out, log)
+        code, first = _get(base + "api/meta")
+        assert code == 200 and first["state"] == "running"
+        seen_steps, seen_curve = first["steps"], None
+        while time.time() < deadline:
+            meta, curves = _get(base + "api/meta")[1], _get(base + "api/curves")[1]
+            if seen_curve is None and curves.get("steps"):
+                seen_curve = curves["steps"][-1]
+            if len(meta["steps"]) >= len(seen_steps) + 2 and seen_curve and curves["steps"][-1] > seen_curve:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the explorer never showed new checkpoints and metrics")
+        newest = meta["steps"][-1]
+        code, view = _get(_view_url(base, "c=1, b=17, a=42, b+19=", newest))
+        assert code == 200 and view["step"] == newest and view["expected"] == 36
+        assert trainer.poll() is None, "training went on while explored (the explorer took no lock)"
+    finally:
+        trainer.send_signal(signal.SIGINT)
+        trainer.wait(timeout=60)
+        if explorer is not None:
+            stop(explorer)
+        log.close()
+    assert not (out / "evals.jsonl").exists(), "the explorer wrote nothing into the run"

@@ -15,10 +15,12 @@ from assign_add.train.evaluate import evaluate
 
 
 def evaluate_checkpoints(run: RunDir, steps: list[int] | None = None, sets: list[str] | None = None,
-                         lock: bool = True) -> list[dict]:
+                         lock: bool = True, write: bool = True) -> list[dict]:
     """One record ``{"step", "acc", "loss"}`` per checkpoint, computing only what is not cached.
 
-    ``lock=False`` when the caller already holds the run's lock.
+    ``lock=False`` when the caller already holds the run's lock.  ``write=False`` never writes and
+    never takes the lock (readers: a notebook, the explorer of a run that may be training): records
+    already cached are used, the rest is computed in memory and forgotten.
     """
     available = run.checkpoint_steps()
     steps = available if steps is None else steps
@@ -33,14 +35,15 @@ def evaluate_checkpoints(run: RunDir, steps: list[int] | None = None, sets: list
     cache = {r["step"]: r for r in read_jsonl(run.evals_path)}  # later records of a step extend earlier ones
     todo_steps = [s for s in steps if any(n not in cache.get(s, {}).get("acc", {}) for n in names)]
     if todo_steps:
-        with run_lock(run.root) if lock else contextlib.nullcontext():  # one writer of evals.jsonl at a time
+        with run_lock(run.root) if lock and write else contextlib.nullcontext():  # one writer of evals.jsonl at a time
             for step in todo_steps:
                 rec = cache.get(step, {"step": step, "acc": {}, "loss": {}})
                 todo = {n: all_sets[n] for n in names if n not in rec["acc"]}
                 res = evaluate(run.load_model(step), todo)
                 rec["acc"].update(res["acc"])
                 rec["loss"].update(res["loss"])
-                append_jsonl(run.evals_path, rec)
+                if write:
+                    append_jsonl(run.evals_path, rec)
                 cache[step] = rec
     out = []
     for step in steps:
