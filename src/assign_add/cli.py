@@ -436,8 +436,10 @@ def sweep_cmd(
 @user_errors
 def bench_cmd(
     overrides: Optional[list[str]] = OverridesArg,
-    what: str = typer.Option("data,train,eval", "--what", help="comma-separated: data, train, eval, compile, ensemble"),
+    what: str = typer.Option("data,train,eval", "--what",
+                             help="comma-separated: data, train, eval, compile, ensemble, explore (needs --run)"),
     steps: int = typer.Option(50, "--steps", help="timed training steps per implementation"),
+    run_dir: Optional[Path] = typer.Option(None, "--run", help="run directory for --what explore"),
     preset: str = PresetOpt,
     config_file: Optional[Path] = ConfigOpt,
 ) -> None:
@@ -450,9 +452,11 @@ def bench_cmd(
     if steps < 1:
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     parts = {w.strip() for w in what.split(",")}
-    unknown = parts - {"data", "train", "eval", "compile", "ensemble"}
+    unknown = parts - {"data", "train", "eval", "compile", "ensemble", "explore"}
     if unknown:
         raise ConfigError("--what", f"unknown benchmark {', '.join(sorted(unknown))}")
+    if "explore" in parts and run_dir is None:
+        raise ConfigError("--run", "--what explore needs --run RUN (a run directory to serve)")
     console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {cfg.train.batch_size}", highlight=False)
     if "data" in parts:
         rate = bench.bench_data(cfg)
@@ -477,6 +481,14 @@ def bench_cmd(
         for k, rate in rates.items():
             console.print(f"ensemble of {k:>2} models at once: {rate:,.0f} sequences/s "
                           f"({rate / sequential:.2f}x sequential)", highlight=False)
+    if "explore" in parts:
+        from assign_add.explore.load import measure_rate
+        from assign_add.run import open_run
+
+        for r in measure_rate(open_run(run_dir)):
+            console.print(f"explorer, {r.clients} clients, {r.where}: {r.per_second:.1f} requests/s "
+                          f"({r.requests} answered, {r.failed} failed in {r.seconds:.1f} s); "
+                          f"memory held {r.rss_mib:.0f} MiB (peak {r.peak_rss_mib:.0f})", highlight=False)
     if "eval" in parts:
         secs, size = bench.bench_eval(cfg)
         console.print(f"one evaluation of the live sets ({size:,} sequences): {secs:.2f} s", highlight=False)

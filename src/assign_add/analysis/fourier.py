@@ -101,13 +101,15 @@ def templates_for(batch: Batch, vocab: Vocab, count: int) -> list[tuple[np.ndarr
 
 
 @torch.no_grad()
+@torch.no_grad()
 def preactivation_grid(model: AssignAddTransformer, vocab: Vocab, batch: Batch, n_templates: int = 4) -> np.ndarray:
-    """Mean over templates of the final-position layer-2 MLP pre-activations, [N, N, d_mlp]."""
+    """Mean over templates of the final-position layer-2 MLP pre-activations, [N, N, d_mlp]
+    (the forward pass stops at that hook: nothing after it is computed or kept)."""
     name = f"blocks.{model.cfg.n_layers - 1}.mlp.hook_pre"
     grids = []
     for template, lv, rv in templates_for(batch, vocab, n_templates):
         tokens = torch.as_tensor(grid_tokens(template, vocab, lv, rv))
-        _, cache = model.run_with_cache(tokens, names_filter=name)
+        cache = model.cache_until(tokens, set(), stop_at=name)
         grids.append(cache[name][:, -1].numpy().reshape(vocab.modulus, vocab.modulus, -1))
     return np.mean(grids, axis=0)
 
