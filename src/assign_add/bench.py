@@ -5,6 +5,7 @@ Figures are printed, never asserted: the benchmark is a command (``assign-add be
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -21,7 +22,7 @@ from assign_add.task.evalsets import build_eval_sets
 from assign_add.task.generator import Sampler
 from assign_add.task.partitions import build_partitions
 from assign_add.train.evaluate import evaluate
-from assign_add.train.trainer import make_optimizer
+from assign_add.train.trainer import make_optimizer, resolve_device
 
 
 def saved_activation_bytes(loss_fn: Callable[[], torch.Tensor]) -> int:
@@ -55,18 +56,34 @@ def bench_data(cfg: RunConfig, batches: int = 2000) -> float:
     return batches * cfg.train.batch_size / (time.perf_counter() - t0)
 
 
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _autocast(precision: str, device: torch.device):
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
 def bench_step(
-    name: str, model: nn.Module, logits_fn: Callable[[torch.Tensor], torch.Tensor], cfg: RunConfig, steps: int
+    name: str, model: nn.Module, logits_fn: Callable[[torch.Tensor], torch.Tensor], cfg: RunConfig, steps: int,
+    precision: str = "fp32",
 ) -> StepBench:
-    """Forward + backward + AdamW on fresh batches (sampling excluded from the timing)."""
+    """Forward + backward + AdamW on fresh batches (sampling excluded from the timing), on the
+    model's device, under bf16 autocast when ``precision`` is ``bf16`` (as ``train.precision``)."""
+    device = next(model.parameters()).device
     sampler = Sampler(cfg.task, cfg.train.seed)
     batches = [sampler.batch(i, cfg.train.batch_size) for i in range(steps + 3)]
-    data = [(torch.as_tensor(b.tokens), torch.as_tensor(b.answers)) for b in batches]
+    data = [(torch.as_tensor(b.tokens, device=device), torch.as_tensor(b.answers, device=device)) for b in batches]
     opt = make_optimizer(model, cfg)
 
     def loss_of(i: int) -> torch.Tensor:
         tokens, answers = data[i]
-        return answer_loss(logits_fn(tokens), answers)
+        with _autocast(precision, device):
+            logits = logits_fn(tokens)
+        return answer_loss(logits, answers)
 
     def step(i: int) -> None:
         loss = loss_of(i)
@@ -76,21 +93,45 @@ def bench_step(
 
     for i in range(3):
         step(i)
+    _sync(device)
     t0 = time.perf_counter()
     for i in range(3, steps + 3):
         step(i)
+    _sync(device)
     dt = time.perf_counter() - t0
     mib = saved_activation_bytes(lambda: loss_of(0)) / 2**20
     opt.zero_grad(set_to_none=True)
-    return StepBench(name, steps * cfg.train.batch_size / dt, 1e3 * dt / steps, mib)
+    return StepBench(f"{name} ({precision})", steps * cfg.train.batch_size / dt, 1e3 * dt / steps, mib)
 
 
-def bench_train(cfg: RunConfig, steps: int = 50) -> tuple[StepBench, StepBench]:
-    hooked = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
-    naive = StraightforwardTransformer(hooked.cfg).load_from(hooked)
-    base = bench_step("straightforward", naive, lambda tok: naive(tok)[:, -1], cfg, steps)
-    fast = bench_step("engine", hooked, lambda tok: fast_answer_logits(hooked, tok), cfg, steps)
-    return fast, base
+def bench_train(cfg: RunConfig, steps: int = 50, precisions: tuple[str, ...] = ("fp32",)) -> list[tuple[StepBench, StepBench]]:
+    """(engine, straightforward) per precision, on ``train.device``; the same initial weights."""
+    device = resolve_device(cfg.train.device)
+    out = []
+    for precision in precisions:
+        hooked = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
+        naive = StraightforwardTransformer(hooked.cfg).load_from(hooked).to(device)
+        hooked = hooked.to(device)
+        base = bench_step("straightforward", naive, lambda tok: naive(tok)[:, -1], cfg, steps, precision)
+        fast = bench_step("engine", hooked, lambda tok: fast_answer_logits(hooked, tok), cfg, steps, precision)
+        out.append((fast, base))
+    return out
+
+
+def matmul_peak_gflops(device: torch.device, dtype: torch.dtype, shape: tuple[int, int, int] = (8192, 128, 512),
+                       repeats: int = 50) -> float:
+    """GFLOP/s of one [m, k] @ [k, n] product of the engine's shape (batch × d_model @ d_model × d_mlp)."""
+    m, k, n = shape
+    a = torch.randn(m, k, device=device).to(dtype)
+    b = torch.randn(k, n, device=device).to(dtype)
+    for _ in range(5):
+        a @ b
+    _sync(device)
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        a @ b
+    _sync(device)
+    return 2 * m * k * n * repeats / (time.perf_counter() - t0) / 1e9
 
 
 def bench_compile(cfg: RunConfig, steps: int = 50) -> tuple[StepBench, StepBench, float]:

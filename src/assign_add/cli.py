@@ -463,13 +463,7 @@ def bench_cmd(
         console.print(f"data sampling: {rate:,.0f} sequences/s", highlight=False)
     step_ms = None
     if "train" in parts:
-        fast, base = bench.bench_train(cfg, steps)
-        table = Table("implementation", "sequences/s", "ms/step", "activation memory (MiB)")
-        for b in (base, fast):
-            table.add_row(b.name, f"{b.seq_per_s:,.0f}", f"{b.ms_per_step:.1f}", f"{b.activation_mib:.1f}")
-        console.print(table)
-        console.print(f"engine / straightforward: {fast.seq_per_s / base.seq_per_s:.1f}x", highlight=False)
-        step_ms = fast.ms_per_step
+        step_ms = _print_train_bench(bench, cfg, steps)
     if "compile" in parts:
         eager, compiled, warmup = bench.bench_compile(cfg, steps)
         console.print(f"engine: {eager.seq_per_s:,.0f} sequences/s; with torch.compile (train.compile=true): "
@@ -502,6 +496,29 @@ def bench_cmd(
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _print_train_bench(bench, cfg: RunConfig, steps: int) -> float:
+    """The training-step table in fp32 and bf16 autocast on ``train.device``; returns fp32 engine ms/step."""
+    import torch
+
+    device = bench.resolve_device(cfg.train.device)
+    pairs = bench.bench_train(cfg, steps, ("fp32", "bf16"))
+    table = Table("implementation", "sequences/s", "ms/step", "activation memory (MiB)")
+    for fast, base in pairs:
+        for b in (base, fast):
+            table.add_row(b.name, f"{b.seq_per_s:,.0f}", f"{b.ms_per_step:.1f}", f"{b.activation_mib:.1f}")
+    console.print(f"device {device}", highlight=False)
+    console.print(table)
+    for fast, base in pairs:
+        console.print(f"{fast.name} / {base.name}: {fast.seq_per_s / base.seq_per_s:.1f}x", highlight=False)
+    (f32, _), (bf, _) = pairs
+    console.print(f"engine bf16 / fp32: {bf.seq_per_s / f32.seq_per_s:.2f}x", highlight=False)
+    peaks = {name: bench.matmul_peak_gflops(device, dtype) for name, dtype in
+             (("fp32", torch.float32), ("bf16", torch.bfloat16))}
+    console.print(f"matmul 8192x128 @ 128x512 on {device}: fp32 {peaks['fp32']:,.0f} GFLOP/s, "
+                  f"bf16 {peaks['bf16']:,.0f} GFLOP/s ({peaks['bf16'] / peaks['fp32']:.2f}x)", highlight=False)
+    return f32.ms_per_step
 
 
 def _parse_ints(text: str, name: str) -> list[int]:
