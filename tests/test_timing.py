@@ -13,11 +13,12 @@ def _analysis(binding: int | None, lead: int, noise_step: int) -> dict:
     """A run whose qk2_identity crosses half its range ``lead`` steps before binding, and whose
     routing mass crosses at an unrelated ``noise_step``; ``binding=None``: binding never reached."""
     cross = (binding if binding is not None else 6000) - lead
-    phases = {"addition": 500, "binding": binding if binding is not None else 400,
-              "binding_reached": binding, "refinement": None if binding is None else binding + 3000}
+    phases = {"addition": 500, "binding": binding, "binding_reached": binding,
+              "refinement": None if binding is None else binding + 3000}
     by_att = {str(c): {"routing_mass": 1.0 if c >= noise_step else 0.0} for c in CHECKPOINTS}
     by_w = {str(c): {"qk2_identity": 1.0 if c >= cross else 0.0} for c in CHECKPOINTS}
-    return {"dynamics": {"phases": phases}, "attention": {"by_step": by_att}, "weights": {"by_step": by_w}}
+    return {"dynamics": {"phases": phases, "steps": list(range(0, 8001, 100))}, "attention": {"by_step": by_att},
+            "weights": {"by_step": by_w}}
 
 
 def test_a_planted_predictor_is_found_and_a_failed_seed_is_missing():
@@ -39,3 +40,24 @@ def test_crossing_step_goes_either_way_and_ignores_transients():
     assert timing.crossing_step([0, 1, 2, 3], [0.9, 0.8, 0.3, 0.1]) == 2, "a falling measure crosses downwards"
     assert timing.crossing_step([0, 1, 2, 3, 4], [0.0, 0.9, 0.1, 0.7, 1.0]) == 3, "the early spike does not count"
     assert timing.crossing_step([0, 1, 2], [0.5, 0.5, 0.5]) is None
+
+
+def test_kaplan_meier_against_a_hand_computed_case():
+    # binding at 2000, 3000, 4000, 5000; censored (not bound) at 5000 and 6000.  At risk / events:
+    # 2000: 6/1 → 5/6; 3000: 5/1 → 4/6; 4000: 4/1 → 3/6; 5000: 3/1 (the seed censored at 5000 is
+    # still at risk there) → 2/6.  Median: the first step with S ≤ 0.5, 4000.
+    curve = timing.kaplan_meier([3000, 4000, 5000, 5000, 6000, 2000], [True, True, False, True, False, True])
+    assert [t for t, _ in curve] == [2000, 3000, 4000, 5000]
+    assert [s for _, s in curve] == pytest.approx([5 / 6, 4 / 6, 3 / 6, 2 / 6])
+    assert timing.km_median(curve) == 4000
+    assert timing.km_median(timing.kaplan_meier([1000, 9000, 9000], [True, False, False])) is None, "median beyond T"
+    # 4 of 6: the Wilson 95 % interval (0.300, 0.903)
+    assert timing.wilson_interval(4, 6) == pytest.approx((0.2999, 0.9032), abs=1e-3)
+
+
+def test_the_survival_row_counts_unbound_seeds_as_censored_not_missing():
+    runs = [_analysis(b, 1000, 1000) for b in (3000, 7000)] + [_analysis(None, 1000, 1000)] * 2
+    km = timing.timing(runs)["phases"]["binding_survival"]
+    assert (km["n"], km["bound"], km["censored_at"], km["horizon"]) == (4, 2, [8000], 8000)
+    assert km["median"] == 7000, "S falls to 3/4 at 3,000 and 3/4 · 2/3 = 1/2 at 7,000; the binders alone say 5,000"
+    assert timing.timing(runs)["phases"]["summary"]["binding"]["median"] == 5000.0

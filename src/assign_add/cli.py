@@ -330,7 +330,7 @@ def reproduce_cmd(
     out: Path = typer.Option(Path("runs/reproduce"), "--out", help="output folder (runs, claims.json, report)"),
     seeds: int = typer.Option(3, "--seeds", help="training seeds (42, 43, ...), trained in parallel processes; "
                               "verdicts over seeds; ≥ 2 adds the phase-timing distribution"),
-    steps: Optional[int] = typer.Option(None, "--steps", help="training steps (default 20,000)"),
+    steps: Optional[int] = typer.Option(None, "--steps", help="training steps per seed (default 40,000, the authors' run)"),
     paper_checkpoints: Optional[Path] = typer.Option(
         None, "--paper-checkpoints", help="also import and analyse the authors' checkpoints (a folder of .pth)"),
     quick: bool = typer.Option(False, "--quick", help="a small smoke-test configuration (about a minute)"),

@@ -5,8 +5,9 @@ Phase detection (SPEC section 5, issue 4):
 - addition: first evaluated step with 0-var training-pair accuracy >= ADDITION_ACC;
 - binding: the first step at which 1-var held-out accuracy reaches BINDING_ACC, and the step ending
   the evaluation interval with its largest rise within the climb to that level: from the last
-  evaluation below BINDING_CLIMB_FROM up to the step it reaches BINDING_ACC (a run that never
-  reaches it: the largest rise anywhere, reported as no binding).  Without the window a late,
+  evaluation below BINDING_CLIMB_FROM up to the step it reaches BINDING_ACC.  A run that never
+  reaches it has no binding step at all: it is censored at its last step ("not bound by T"), never
+  given its largest rise as a binding step.  Without the window a late,
   gradual binder gets the early rise that comes with learning addition (0.02 → 0.3 by step 400)
   as its "spike";
 - refinement: first step after binding at which the mean accuracy over the forbidden-position

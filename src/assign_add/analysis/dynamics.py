@@ -27,6 +27,11 @@ class Phases:
     refinement_stable: int | None
     in_paper_order: bool
     notes: list[str]
+    last_step: int | None = None  # the last evaluated step: a run not bound by then is censored there
+
+    @property
+    def bound(self) -> bool:
+        return self.binding_reached is not None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -88,9 +93,13 @@ def detect_phases(curves: Curves) -> Phases:
         b = np.asarray(curves.acc[C.BINDING_SET])
         reached = _first(steps, b, C.BINDING_ACC)
         i = _binding_interval(steps, b, reached)
-        binding, rise, frm, to = steps[i + 1], float(b[i + 1] - b[i]), float(b[i]), float(b[i + 1])
-        if steps[i + 1] - steps[i] > 200:
-            notes.append(f"binding located only to the interval {steps[i]}..{steps[i + 1]} (sparse evaluations)")
+        if reached is None:  # censored: no binding step at all (its largest rise is noise, or addition's)
+            notes.append(f"not bound by step {steps[-1]}: {C.BINDING_SET} never reached {C.BINDING_ACC:.0%} "
+                         f"(peak {np.nanmax(b):.2f}; largest rise {b[i + 1] - b[i]:+.2f} at step {steps[i + 1]})")
+        else:
+            binding, rise, frm, to = steps[i + 1], float(b[i + 1] - b[i]), float(b[i]), float(b[i + 1])
+            if steps[i + 1] - steps[i] > 200:
+                notes.append(f"binding located only to the interval {steps[i]}..{steps[i + 1]} (sparse evaluations)")
     else:
         notes.append(f"no {C.BINDING_SET} accuracy: binding phase not measured")
     present = [n for n in C.REFINEMENT_SETS if n in curves.acc]
@@ -103,4 +112,5 @@ def detect_phases(curves: Curves) -> Phases:
     elif not present:
         notes.append("no forbidden-position sets (no restrictions): refinement not measured")
     in_order = addition is not None and binding is not None and refinement is not None and addition <= binding < refinement
-    return Phases(addition, binding, rise, frm, to, reached, refinement, stable, in_order, notes)
+    return Phases(addition, binding, rise, frm, to, reached, refinement, stable, in_order, notes,
+                  steps[-1] if steps else None)

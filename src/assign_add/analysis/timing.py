@@ -40,14 +40,68 @@ def phase_steps(analysis: dict) -> dict[str, int | None]:
     """Each phase's step, None where the phase did not happen: a run whose 1-var held-out accuracy
     never reached the binding level (criteria.BINDING_ACC) has no binding step, and then no
     refinement either."""
-    p = analysis.get("dynamics", {}).get("phases", {})
+    d = analysis.get("dynamics", {})
+    p = d.get("phases", {})
     out = {k: p.get(k) for k in PHASES}
     # binding time = the first step at which 1-var held-out accuracy reaches the binding level:
     # robust where the rise is gradual (the largest single rise can then be an early, small one)
     out["binding"] = p.get("binding_reached")
     if out["binding"] is None:
         out["refinement"] = None
+    steps = d.get("steps") or []
+    out["last_step"] = int(steps[-1]) if steps else None  # where a run that has not bound is censored
     return out
+
+
+def kaplan_meier(times: list[float], observed: list[bool]) -> list[tuple[float, float]]:
+    """The Kaplan–Meier estimate of P(T > t): ``[(t, S(t))]`` at each distinct time with an event.
+
+    ``times[i]`` is run i's binding step when ``observed[i]``, else its censoring step (the last step
+    it was watched without binding).  A run censored at t is still at risk at t (it was seen not
+    bound there), the usual convention for ties."""
+    t = np.asarray(times, dtype=float)
+    e = np.asarray(observed, dtype=bool)
+    curve, surv = [], 1.0
+    for x in np.unique(t[e]):
+        at_risk = int((t >= x).sum())
+        events = int(((t == x) & e).sum())
+        surv *= 1.0 - events / at_risk
+        curve.append((float(x), surv))
+    return curve
+
+
+def km_median(curve: list[tuple[float, float]]) -> float | None:
+    """The smallest time with S(t) ≤ 0.5; None when the curve never gets there (the median lies
+    beyond the last censoring time)."""
+    return next((t for t, s in curve if s <= 0.5), None)
+
+
+def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95 % Wilson score interval of a proportion k / n."""
+    if n == 0:
+        return (0.0, 1.0)
+    phat = k / n
+    centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return (float(max(0.0, centre - half)), float(min(1.0, centre + half)))
+
+
+def binding_survival(per_seed: list[dict[str, int | None]]) -> dict | None:
+    """Time to binding over seeds with the seeds that did not bind censored at their last step:
+    the Kaplan–Meier curve and median, and how many bound by the (common) last step with a
+    Wilson interval."""
+    rows = [(s["binding"], True) if s["binding"] is not None else (s.get("last_step"), False) for s in per_seed]
+    rows = [(t, e) for t, e in rows if t is not None]
+    if not rows:
+        return None
+    times, observed = [t for t, _ in rows], [e for _, e in rows]
+    curve = kaplan_meier(times, observed)
+    k, n = sum(observed), len(rows)
+    ends = sorted({t for t, e in rows if not e})
+    horizon = max(s.get("last_step") or 0 for s in per_seed)
+    low, high = wilson_interval(k, n)
+    return {"n": n, "bound": k, "censored_at": ends, "horizon": horizon, "curve": curve,
+            "median": km_median(curve), "bound_fraction": k / n, "bound_fraction_ci95": [low, high]}
 
 
 def phase_table(analyses: list[dict]) -> dict:
@@ -59,7 +113,7 @@ def phase_table(analyses: list[dict]) -> dict:
             "n": int(len(vals)), "min": float(vals.min()), "median": float(np.median(vals)), "max": float(vals.max()),
             "mean": float(vals.mean()), "sd": float(vals.std(ddof=1)) if len(vals) > 1 else 0.0,
             "missing": len(per_seed) - int(len(vals))}
-    return {"per_seed": per_seed, "summary": summary}
+    return {"per_seed": per_seed, "summary": summary, "binding_survival": binding_survival(per_seed)}
 
 
 def crossing_step(steps: list[int], values: list[float], level: float = LEVEL) -> int | None:
@@ -111,11 +165,12 @@ def timing(analyses: list[dict], reference: dict | None = None) -> dict:
 
 
 def ecdf(per_seed: list[dict[str, int | None]]) -> tuple[list[float], dict[str, list[float]]]:
-    """Each phase's empirical CDF over seeds, on the union of the observed steps."""
+    """Each phase's empirical CDF over all seeds (a seed without the phase never counts, so with a
+    common last step this is 1 − Kaplan–Meier), on the union of the observed steps."""
     xs = sorted({s[k] for s in per_seed for k in PHASES if s[k] is not None})
     out = {}
     for k in PHASES:
         vals = np.asarray([s[k] for s in per_seed if s[k] is not None])
         if len(vals):
-            out[k] = [float((vals <= x).mean()) for x in xs]
+            out[k] = [float((vals <= x).sum() / len(per_seed)) for x in xs]
     return [float(x) for x in xs], out

@@ -20,9 +20,15 @@ from assign_add.analysis.spike import C2_MEASURE as SPIKE_MEASURE
 from assign_add.analysis.spike import JUMPS as SPIKE_JUMPS
 
 HOLDS, FAILS, NOT_MEASURED, MIXED = "holds", "does not hold", "not measured", "mixed"
-AGGREGATE_RULE = ("over seeds: a verdict shared by every seed that measured the claim is kept (holds, does not hold, "
-                  "not converged); seeds that disagree give 'mixed', with how many seeds it holds in; the value is "
-                  "the mean ± sd (n − 1) over seeds, each seed's value beside it")
+NOT_BOUND = "not bound by"  # verdict prefix: "not bound by 20,000"
+PAPER_STEPS = 40_000  # the authors' run
+AGGREGATE_RULE = ("over seeds: claims that presuppose the binding circuit (C2–C4, C8–C11) are judged over the seeds "
+                  "that bound, the others shown as 'not bound by T' and not counted; C1 and C5 over all seeds. A "
+                  "verdict shared by every seed that measured the claim is kept (holds, does not hold, not converged); "
+                  "seeds that disagree give 'mixed', with how many seeds it holds in; the value is the mean ± sd "
+                  "(n − 1) over seeds, each seed's value beside it")
+# Claims about the binding circuit or what it feeds: a run in which it has not formed has nothing to judge.
+NEEDS_BINDING = ("C2", "C3", "C4", "C8", "C9", "C10", "C11")
 
 # Thresholds of the claims table (stated in the report beside every verdict).
 C1_ZERO_VAR_HELDOUT_BEFORE_BINDING = 0.90
@@ -53,6 +59,11 @@ class Claim:
 
 
 CLAIMS = [
+    Claim("B", "The binding circuit forms (the paper's model learns variable binding)",
+          "bound at step 5,401 of 40,000 (one run)",
+          f"bound at the first step with {AC.BINDING_SET} ≥ {AC.BINDING_ACC:.0%}; a run that never reaches it is "
+          "censored at its last step ('not bound by T'); over seeds: k of n bound by T and the Kaplan–Meier median "
+          "binding step (phase-timing section)"),
     Claim("C1", "Modular addition is learned first: 0-var accuracy is near perfect before binding",
           "phase 1 (0-var ≈ 100 % long before step 5,300)",
           f"addition step < binding step and 0-var held-out ≥ {C1_ZERO_VAR_HELDOUT_BEFORE_BINDING:.0%} at the "
@@ -124,10 +135,48 @@ def _acc_at(d: dict, name: str, step: int | None) -> float | None:
     return None if i is None else d["acc"][name][i]
 
 
+def last_step(a: dict) -> int | None:
+    steps = a.get("dynamics", {}).get("steps")
+    return int(steps[-1]) if steps else None
+
+
+def not_bound_verdict(step: int | None) -> str:
+    return f"{NOT_BOUND} {step:,}" if step is not None else f"{NOT_BOUND} the end"
+
+
+def is_bound(a: dict) -> bool | None:
+    """Whether the run reached the binding level; None without dynamics."""
+    p = a.get("dynamics", {}).get("phases")
+    return None if p is None else p.get("binding_reached") is not None
+
+
+def unbound_detail(a: dict) -> str:
+    """What a run that has not bound measured: the phase detector's note (peak and largest rise)."""
+    notes = a.get("dynamics", {}).get("phases", {}).get("notes", [])
+    return "; ".join(n for n in notes if n.startswith(NOT_BOUND)) or f"{AC.BINDING_SET} never reached {AC.BINDING_ACC:.0%}"
+
+
+def binding(a: dict) -> ClaimResult:
+    if "dynamics" not in a:
+        return _missing("B", "dynamics")
+    p, end = a["dynamics"]["phases"], last_step(a)
+    if p["binding_reached"] is None:
+        return ClaimResult("B", None, unbound_detail(a), not_bound_verdict(end))
+    return ClaimResult("B", float(p["binding_reached"]),
+                       f"{AC.BINDING_SET} ≥ {AC.BINDING_ACC:.0%} from step {p['binding_reached']:,} of {end:,}; spike "
+                       f"{p['binding_from']:.2f} → {p['binding_to']:.2f} ending at step {p['binding']:,}", HOLDS)
+
+
 def c1(a: dict) -> ClaimResult:
     if "dynamics" not in a:
         return _missing("C1", "dynamics")
     d, p = a["dynamics"], a["dynamics"]["phases"]
+    if p["addition"] is not None and p["binding_reached"] is None:  # addition without binding (yet) agrees with C1
+        end = last_step(a)
+        acc = _acc_at(d, "0var_heldout", end)
+        ok = acc is not None and acc >= C1_ZERO_VAR_HELDOUT_BEFORE_BINDING
+        return ClaimResult("C1", float(p["addition"]), f"addition at {p['addition']}, not bound by {end:,}; 0-var "
+                           f"held-out {acc:.3f} at step {end:,}", _verdict(ok))
     if p["addition"] is None or p["binding"] is None:
         return ClaimResult("C1", None, f"addition {p['addition']}, binding {p['binding']}", FAILS, "a phase was not found")
     before = d["steps"][max(d["steps"].index(p["binding"]) - 1, 0)]
@@ -333,12 +382,23 @@ def c11(a: dict) -> ClaimResult:
 
 
 CLAIM_FUNCTIONS: dict[str, Callable[[dict], ClaimResult]] = {
-    "C1": c1, "C2": c2, "C3": c3, "C4": c4, "C5": c5, "C6": c6, "C7": c7, "C8": c8, "C9": c9, "C10": c10, "C11": c11,
+    "B": binding, "C1": c1, "C2": c2, "C3": c3, "C4": c4, "C5": c5, "C6": c6, "C7": c7, "C8": c8, "C9": c9, "C10": c10, "C11": c11,
 }
 
 
 def evaluate_claims(analysis: dict) -> dict[str, ClaimResult]:
-    return {cid: fn(analysis) for cid, fn in CLAIM_FUNCTIONS.items()}
+    """Every claim's result; in a run that has not bound, the claims in ``NEEDS_BINDING`` are
+    "not bound by T" (nothing to judge yet), never a failure."""
+    unbound = is_bound(analysis) is False
+    out = {}
+    for cid, fn in CLAIM_FUNCTIONS.items():
+        if unbound and cid in NEEDS_BINDING:
+            end = last_step(analysis)
+            out[cid] = ClaimResult(cid, None, unbound_detail(analysis), not_bound_verdict(end),
+                                   f"the binding circuit had not formed by step {end:,}")
+        else:
+            out[cid] = fn(analysis)
+    return out
 
 
 @dataclass
@@ -354,15 +414,44 @@ class Aggregate:
 
 
 def aggregate(results: list[ClaimResult]) -> Aggregate:
-    """The rule in ``AGGREGATE_RULE``; "not measured" when no seed measured the claim."""
+    """The rule in ``AGGREGATE_RULE``; "not measured" when no seed measured the claim; the binding
+    row ("B") says how many seeds bound by when."""
+    if results[0].id == "B":
+        return aggregate_binding(results)
     vals = [r.value for r in results]
     nums = [v for v in vals if v is not None]
-    measured = [r.verdict for r in results if r.verdict != NOT_MEASURED]
+    unbound = [r.verdict for r in results if r.verdict.startswith(NOT_BOUND)]
+    measured = [r.verdict for r in results if r.verdict != NOT_MEASURED and not r.verdict.startswith(NOT_BOUND)]
     if not measured:
+        if unbound:
+            return Aggregate(results[0].id, None, None, vals, unbound[0] if len(set(unbound)) == 1 else NOT_BOUND,
+                             f"no seed bound: {len(unbound)} of {len(results)} not bound")
         return Aggregate(results[0].id, None, None, vals, NOT_MEASURED, results[0].reason)
     n_hold = sum(v == HOLDS for v in measured)
     verdict = measured[0] if len(set(measured)) == 1 else MIXED
     reason = "" if verdict == HOLDS else f"holds in {n_hold} of {len(measured)} seeds"
+    if unbound:
+        reason = "; ".join(x for x in (reason, f"judged over the {len(measured)} seeds that bound; {len(unbound)} "
+                                               f"{'seed' if len(unbound) == 1 else 'seeds'} not bound (not counted)") if x)
     mean = float(np.mean(nums)) if nums else None
     sd = float(np.std(nums, ddof=1)) if len(nums) > 1 else (0.0 if nums else None)
     return Aggregate(results[0].id, mean, sd, vals, verdict, reason)
+
+
+def aggregate_binding(results: list[ClaimResult]) -> Aggregate:
+    """"k of n seeds bound by T": the value is the mean binding step of the seeds that bound (the
+    report's phase-timing section gives the censored, Kaplan–Meier median)."""
+    vals = [r.value for r in results]
+    nums = [v for v in vals if v is not None]
+    measured = [r for r in results if r.verdict != NOT_MEASURED]
+    if not measured:
+        return Aggregate("B", None, None, vals, NOT_MEASURED, results[0].reason)
+    unbound = [r for r in measured if r.verdict.startswith(NOT_BOUND)]
+    ends = sorted({r.verdict[len(NOT_BOUND):].strip() for r in unbound})
+    by = f" by {ends[0]}" if len(ends) == 1 else ""
+    verdict = f"{len(measured) - len(unbound)} of {len(measured)} seeds bound" + (by if unbound else "")
+    mean = float(np.mean(nums)) if nums else None
+    sd = float(np.std(nums, ddof=1)) if len(nums) > 1 else (0.0 if nums else None)
+    reason = "mean over the seeds that bound; the median with the others censored is in the phase-timing section" \
+        if unbound and nums else ""
+    return Aggregate("B", mean, sd, vals, verdict, reason)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from assign_add.io import atomic_write_text
 from assign_add.report.claims import (
+    PAPER_STEPS,
     BY_ID,
     CLAIMS,
     AGGREGATE_RULE,
@@ -28,6 +29,7 @@ from assign_add.report.claims import (
 
 # Which figures illustrate which claim (figure names from analysis/figures.py).
 CLAIM_FIGURES = {  # in claim order
+    "B": ["accuracy"],
     "C1": ["accuracy"],
     "C2": ["spike", "attention", "pattern_layer1", "pattern_layer2"],
     "C3": ["refinement"],
@@ -53,6 +55,13 @@ class Source:
     aggregate: dict[str, Aggregate] | None  # for several seeds
     configs: list[str]
     claim_figures: dict[str, list[Path]] | None = None  # claim -> figure paths without suffix (e.g. a sweep's)
+    steps: int | None = None  # training steps of these runs: fewer than the paper's is said beside every verdict
+
+    def protocol(self) -> str:
+        """"at N of the paper's 40,000 steps" when these runs are shorter than the authors' run."""
+        if self.steps is None or self.steps >= PAPER_STEPS:
+            return ""
+        return f"at {self.steps:,} of the paper's {PAPER_STEPS:,} steps"
 
 
 def claim_bullets(src: Source, cid: str) -> list[tuple[str, str]]:
@@ -61,7 +70,8 @@ def claim_bullets(src: Source, cid: str) -> list[tuple[str, str]]:
     out = []
     for run, res in zip(src.runs, src.results):
         label = f"{src.name}, {Path(run).name}" if several else src.name
-        out.append((label, f"{res[cid].verdict}. {res[cid].detail} {res[cid].reason}".rstrip()))
+        protocol = f" ({src.protocol()})" if src.protocol() else ""
+        out.append((label, f"{res[cid].verdict}{protocol}. {res[cid].detail} {res[cid].reason}".rstrip()))
     return out
 
 
@@ -85,11 +95,12 @@ def measured_text(src: Source, cid: str) -> str:
 
 
 def verdict_of(src: Source, cid: str) -> tuple[str, str]:
+    """(verdict, reason), the reason ending with the protocol when the runs are shorter than the paper's."""
     if src.aggregate is not None and len(src.results) > 1:
-        agg = src.aggregate[cid]
-        return agg.verdict, agg.reason
-    res = src.results[0][cid]
-    return res.verdict, res.reason
+        verdict, reason = src.aggregate[cid].verdict, src.aggregate[cid].reason
+    else:
+        verdict, reason = src.results[0][cid].verdict, src.results[0][cid].reason
+    return verdict, "; ".join(x for x in (reason, src.protocol()) if x)
 
 
 def claims_rows(sources: list[Source]) -> list[list[str]]:
@@ -156,8 +167,16 @@ def timing_rows(timing: dict) -> tuple[list[str], list[list[str]], list[str], li
             rows.append([phase, "0", "—", "—", "—", "—", _fmt(ref.get(phase))])
             continue
         n = f"{st['n']}" + (f" ({st['missing']} without)" if st["missing"] else "")
-        rows.append([phase, n, _fmt(st["min"]), _fmt(st["median"]), _fmt(st["max"]),
+        label = f"{phase} (seeds that bound)" if phase == "binding" and st["missing"] else phase
+        rows.append([label, n, _fmt(st["min"]), _fmt(st["median"]), _fmt(st["max"]),
                      f"{st['mean']:,.0f} ± {st['sd']:,.0f}", _fmt(ref.get(phase))])
+    km = timing["phases"].get("binding_survival")
+    if km:
+        lo, hi = km["bound_fraction_ci95"]
+        median = _fmt(km["median"]) if km["median"] is not None else f"> {km['horizon']:,}"
+        rows.append(["binding (Kaplan–Meier, unbound seeds censored)",
+                     f"{km['bound']} of {km['n']} bound by {km['horizon']:,} (95 % CI {lo:.0%}–{hi:.0%})",
+                     "—", median, "—", "—", _fmt(ref.get("binding"))])
     pcols = ["measure", "half-range step per seed", "before binding in every seed", "Spearman ρ with binding", "p"]
     prows = [[p["label"], ", ".join("—" if x is None else f"{x:,}" for x in p["steps"]),
               "yes" if p["early_in_every_seed"] else "no",
@@ -178,7 +197,8 @@ def timing_chart(timing: dict):
 
     xs, series = ecdf(timing["phases"]["per_seed"])
     ref = {f"released {k}": v for k, v in (timing.get("reference") or {}).items() if v is not None}
-    return Line(f"Phase steps over {len(timing['phases']['per_seed'])} seeds (empirical CDF)", xs, series,
+    return Line(f"Phase steps over {len(timing['phases']['per_seed'])} seeds (empirical CDF over all seeds: a seed "
+                "without the phase never counts)", xs, series,
                 ylabel="fraction of seeds at or before", markers=ref, ylim=(0, 1.02))
 
 
