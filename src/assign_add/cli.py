@@ -308,9 +308,14 @@ def _print_analysis_summary(out: dict) -> None:
     lines = []
     if "dynamics" in out:
         p = out["dynamics"]["phases"]
-        lines.append(f"phases: addition {p['addition']}, binding {p['binding']} "
-                     f"(1-var held-out {p['binding_from']:.2f} -> {p['binding_to']:.2f}), refinement {p['refinement']} "
-                     f"(stays >= 95 % from {p['refinement_stable']}); paper order: {p['in_paper_order']}")
+        if p["binding"] is None:
+            lines.append(f"phases: addition {p['addition']}, not bound by step {p['last_step']} "
+                         "(no binding or refinement step)")
+        else:
+            lines.append(f"phases: addition {p['addition']}, binding {p['binding']} "
+                         f"(1-var held-out {p['binding_from']:.2f} -> {p['binding_to']:.2f}), refinement "
+                         f"{p['refinement']} (stays >= 95 % from {p['refinement_stable']}); paper order: "
+                         f"{p['in_paper_order']}")
     for name in ("attention", "weights", "probes", "representation"):
         if name in out and final in out[name]["by_step"]:
             vals = ", ".join(f"{k} {v:.3f}" for k, v in out[name]["by_step"][final].items() if isinstance(v, float))
@@ -347,6 +352,41 @@ def reproduce_cmd(
         res = reproduce(out, seeds, steps, paper_checkpoints, quick, overrides or [], log=log, progress=bar.update,
                         sweeps=sweeps)
     console.print(f"[green]report[/] {res.html} and {res.markdown} ({res.seconds:.0f} s)", highlight=False)
+
+
+@app.command("phases")
+@user_errors
+def phases_cmd(
+    run_dirs: list[Path] = typer.Argument(..., help="training run directories (their metrics.jsonl)"),
+    as_json: bool = typer.Option(False, "--json", help="print the survey as JSON"),
+) -> None:
+    """Phase steps of many runs from their metrics, binding censored at each run's last step, and the
+    Kaplan-Meier survival of the binding step over them."""
+    from assign_add.analysis.timing import survey
+    from assign_add.run import RunError, open_run
+
+    records = {}
+    for d in run_dirs:
+        run = open_run(d)
+        records[str(d)] = run.metrics()
+        if not records[str(d)]:
+            raise RunError(f"{d}: no metrics.jsonl records (an imported run: use assign-add analyze)")
+    out = survey(records)
+    if as_json:
+        console.print_json(data=out)
+        return
+    table = Table("run", "addition", "binding", "refinement", "last step")
+    for name, r in out["per_run"].items():
+        binding = f"{r['binding']:,}" if r["binding"] is not None else "not bound"
+        table.add_row(name, *(f"{r[k]:,}" if r[k] is not None else "—" for k in ("addition",)), binding,
+                      f"{r['refinement']:,}" if r["refinement"] is not None else "—", f"{r['last_step']:,}")
+    console.print(table)
+    km = out["binding_survival"]
+    if km:
+        lo, hi = km["bound_fraction_ci95"]
+        median = f"{km['median']:,.0f}" if km["median"] is not None else f"beyond {km['horizon']:,}"
+        console.print(f"bound: {km['bound']} of {km['n']} (95 % CI {lo:.0%}-{hi:.0%}); Kaplan-Meier median binding "
+                      f"step {median} (runs not bound are censored at their last step)", highlight=False)
 
 
 @app.command("explore")

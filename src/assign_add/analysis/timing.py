@@ -174,3 +174,24 @@ def ecdf(per_seed: list[dict[str, int | None]]) -> tuple[list[float], dict[str, 
         if len(vals):
             out[k] = [float((vals <= x).sum() / len(per_seed)) for x in xs]
     return [float(x) for x in xs], out
+
+
+def survey(runs: dict[str, list[dict]]) -> dict:
+    """Phase steps of many runs straight from their accuracy records (``metrics.jsonl``), no
+    analysis needed: per run the addition, binding and refinement steps (binding censored at the
+    run's last step when it never reached the level), and the binding survival over the runs.
+    ``runs`` maps a name to that run's records."""
+    from assign_add.analysis.dynamics import curves_from_records, detect_phases
+
+    per_run = {}
+    for name, records in runs.items():
+        curves = curves_from_records(records)
+        phases = detect_phases(curves)
+        row = phase_steps({"dynamics": {"phases": phases.to_json(), "steps": curves.steps}})
+        row["spike"] = None if phases.binding is None else [phases.binding_from, phases.binding_to]
+        per_run[name] = row
+    rows = list(per_run.values())
+    summary = phase_table([{"dynamics": {"phases": {k: r[k] for k in PHASES} | {"binding_reached": r["binding"]},
+                                         "steps": [r["last_step"]] if r["last_step"] is not None else []}}
+                           for r in rows])
+    return {"per_run": per_run, "summary": summary["summary"], "binding_survival": summary["binding_survival"]}
