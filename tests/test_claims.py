@@ -215,3 +215,26 @@ def test_binding_row_and_claims_over_seeds_with_an_unbound_seed():
 def _with(ev: dict, change: Callable[[dict], None]) -> dict:
     change(ev)
     return ev
+
+
+def test_robustness_moves_each_cut_by_twenty_percent():
+    # C5's cut 0.98 is a level: its allowance 0.02 moves by ±20 %, to 0.976 and 0.984
+    far = evaluate_claims(build(_with(raw_evidence(), _set(("final_exhaustive", "0var_heldout_all"), 0.995))))
+    assert far["C5"].verdict == HOLDS and far["C5"].robustness == "robust"
+    near = evaluate_claims(build(_with(raw_evidence(), _set(("final_exhaustive", "0var_heldout_all"), 0.981))))
+    assert near["C5"].verdict == HOLDS
+    assert near["C5"].robustness == "fragile: C5_HELDOUT_FINAL 0.98 → 0.984 gives 'does not hold'"
+    # C8's gap is a value cut: 0.30 moves to 0.24 / 0.36; a gap of 0.33 fails at 0.36
+    gap = evaluate_claims(build(_with(raw_evidence(), _set(("representation", "shuffled_mean"), 0.63))))
+    assert gap["C8"].verdict == HOLDS and gap["C8"].robustness.startswith("fragile: C8_GAP 0.3 → 0.36")
+    # a planted seed that barely binds (peak 0.91) is fragile on the binding level (0.90 → 0.92)
+    barely = evaluate_claims(build(_with(raw_evidence(), _set(("acc", "1var_heldout"), step_curve(0.55, 0.91, 1600)))))
+    assert barely["B"].verdict == HOLDS and "BINDING_ACC 0.9 → 0.92 gives 'not bound by 3,000'" in barely["B"].robustness
+
+
+def test_a_cut_changed_after_seeing_data_shows_the_earlier_verdict():
+    ev = copy.deepcopy(raw_evidence())
+    ev["acc"].update({k: [0.05 if s < 1600 else 0.7 if s == 1600 else 0.99 for s in STEPS] for k in FORBIDDEN})
+    res = evaluate_claims(build(ev))
+    assert res["C3"].verdict == FAILS and res["C3"].under_previous.startswith("holds under the earlier criterion")
+    assert evaluate_claims(build(raw_evidence()))["C3"].under_previous.startswith("holds under the earlier")

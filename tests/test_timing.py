@@ -61,3 +61,18 @@ def test_the_survival_row_counts_unbound_seeds_as_censored_not_missing():
     assert (km["n"], km["bound"], km["censored_at"], km["horizon"]) == (4, 2, [8000], 8000)
     assert km["median"] == 7000, "S falls to 3/4 at 3,000 and 3/4 · 2/3 = 1/2 at 7,000; the binders alone say 5,000"
     assert timing.timing(runs)["phases"]["summary"]["binding"]["median"] == 5000.0
+
+
+def test_survey_from_metrics_records_censors_the_run_that_never_binds():
+    def records(heldout: list[float]) -> list[dict]:
+        return [{"step": 100 * i, "acc": {"0var_train": 1.0 if i >= 5 else 0.1, "1var_heldout": h}}
+                for i, h in enumerate(heldout)]
+
+    binds = records([0.02, 0.1, 0.3, 0.3, 0.3, 0.35, 0.6, 0.95, 0.97, 0.98])
+    never = records([0.02, 0.1, 0.3, 0.3, 0.31, 0.3, 0.32, 0.31, 0.3, 0.31])
+    out = timing.survey({"a": binds, "b": never})
+    assert out["per_run"]["a"]["binding"] == 700 and out["per_run"]["a"]["spike"] == [0.6, 0.95]
+    assert out["per_run"]["b"]["binding"] is None and out["per_run"]["b"]["last_step"] == 900
+    assert out["per_run"]["b"]["addition"] == 500 and out["per_run"]["b"]["spike"] is None
+    km = out["binding_survival"]
+    assert (km["bound"], km["n"], km["median"]) == (1, 2, 700), "S(700) = 1/2"

@@ -10,7 +10,7 @@ claim whose inputs are missing is "not measured", with the reason.  Thresholds c
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -18,6 +18,8 @@ from assign_add.analysis import criteria as AC
 from assign_add.analysis.gradients import MIN_SEQUENCES, PREV_TOKEN_MIN
 from assign_add.analysis.spike import C2_MEASURE as SPIKE_MEASURE
 from assign_add.analysis.spike import JUMPS as SPIKE_JUMPS
+from assign_add.report.cuts import CLAIM_CUTS, CUTS, MOVE
+from assign_add.report.cuts import VALUES as CUT_VALUES
 
 HOLDS, FAILS, NOT_MEASURED, MIXED = "holds", "does not hold", "not measured", "mixed"
 NOT_BOUND = "not bound by"  # verdict prefix: "not bound by 20,000"
@@ -30,24 +32,26 @@ AGGREGATE_RULE = ("over seeds: claims that presuppose the binding circuit (C2–
 # Claims about the binding circuit or what it feeds: a run in which it has not formed has nothing to judge.
 NEEDS_BINDING = ("C2", "C3", "C4", "C8", "C9", "C10", "C11")
 
-# Thresholds of the claims table (stated in the report beside every verdict).
-C1_ZERO_VAR_HELDOUT_BEFORE_BINDING = 0.90
-C2_MIN_RISE = 0.25
+# Thresholds of the claims table: stated once, with their bases, in report/cuts.py (the names below
+# are their default values, for the criterion texts).
+C1_ZERO_VAR_HELDOUT_BEFORE_BINDING = CUT_VALUES["C1_ZERO_VAR_HELDOUT_BEFORE_BINDING"]
+C2_MIN_RISE = CUT_VALUES["C2_MIN_RISE"]
 # C3 is about a *later* phase: at the binding step (the end of the spike's interval) the mean
 # forbidden-position accuracy must still be at most this, i.e. binding itself left at least half of
 # those sequences wrong.  Without it a run whose forbidden positions rise with the spike (seed 43:
 # 0.15 → 0.65 at binding, 0.91 one evaluation later) would count as having a refinement phase.
-C3_FORBIDDEN_AT_BINDING = 0.50
-C4_FORBIDDEN_FINAL = 0.95
-C5_HELDOUT_FINAL = 0.98
-C8_MATCHED = 0.90
-C8_GAP = 0.30
-C9_FREQUENCY_NEURON_SHARE = 0.20
-C9_SHARED_CORR = 0.90
-C10_PREV_TOKEN = 0.90
-C10_QK_IDENTITY = 0.90
-C11_DIAG_SHARE = 0.75
-C11_CORR = 0.30
+C3_FORBIDDEN_AT_BINDING = CUT_VALUES["C3_FORBIDDEN_AT_BINDING"]
+C4_FORBIDDEN_FINAL = CUT_VALUES["C4_FORBIDDEN_FINAL"]
+C5_HELDOUT_FINAL = CUT_VALUES["C5_HELDOUT_FINAL"]
+C8_MATCHED = CUT_VALUES["C8_MATCHED"]
+C8_GAP = CUT_VALUES["C8_GAP"]
+C9_FREQUENCY_NEURON_SHARE = CUT_VALUES["C9_FREQUENCY_NEURON_SHARE"]
+C9_SHARED_CORR = CUT_VALUES["C9_SHARED_CORR"]
+C10_PREV_TOKEN = CUT_VALUES["C10_PREV_TOKEN"]
+C10_QK_IDENTITY = CUT_VALUES["C10_QK_IDENTITY"]
+C11_DIAG_SHARE = CUT_VALUES["C11_DIAG_SHARE"]
+C11_CORR = CUT_VALUES["C11_CORR"]
+Cuts = Mapping[str, float]
 
 
 @dataclass
@@ -114,6 +118,8 @@ class ClaimResult:
     detail: str
     verdict: str
     reason: str = ""
+    robustness: str = ""  # "robust" or "fragile: which cut, moved how, gives which verdict" (±20 % of each cut)
+    under_previous: str = ""  # the verdict under a cut as it was before it was changed after seeing data
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -156,32 +162,38 @@ def unbound_detail(a: dict) -> str:
     return "; ".join(n for n in notes if n.startswith(NOT_BOUND)) or f"{AC.BINDING_SET} never reached {AC.BINDING_ACC:.0%}"
 
 
-def binding(a: dict) -> ClaimResult:
+def binding(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if "dynamics" not in a:
         return _missing("B", "dynamics")
-    p, end = a["dynamics"]["phases"], last_step(a)
-    if p["binding_reached"] is None:
-        return ClaimResult("B", None, unbound_detail(a), not_bound_verdict(end))
-    return ClaimResult("B", float(p["binding_reached"]),
-                       f"{AC.BINDING_SET} ≥ {AC.BINDING_ACC:.0%} from step {p['binding_reached']:,} of {end:,}; spike "
-                       f"{p['binding_from']:.2f} → {p['binding_to']:.2f} ending at step {p['binding']:,}", HOLDS)
+    d, end = a["dynamics"], last_step(a)
+    p, level = d["phases"], k["BINDING_ACC"]
+    curve = d["acc"].get(AC.BINDING_SET, [])
+    reached = next((s for s, v in zip(d["steps"], curve) if v >= level), None)
+    if reached is None:
+        peak = max(curve, default=float("nan"))
+        detail = unbound_detail(a) if level == AC.BINDING_ACC else f"{AC.BINDING_SET} peaked at {peak:.3f} < {level:.3f}"
+        return ClaimResult("B", None, detail, not_bound_verdict(end))
+    spike = (f"; spike {p['binding_from']:.2f} → {p['binding_to']:.2f} ending at step {p['binding']:,}"
+             if p.get("binding_from") is not None else "")
+    return ClaimResult("B", float(reached), f"{AC.BINDING_SET} ≥ {level:.0%} from step {reached:,} of {end:,}{spike}",
+                       HOLDS)
 
 
-def c1(a: dict) -> ClaimResult:
+def c1(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if "dynamics" not in a:
         return _missing("C1", "dynamics")
     d, p = a["dynamics"], a["dynamics"]["phases"]
     if p["addition"] is not None and p["binding_reached"] is None:  # addition without binding (yet) agrees with C1
         end = last_step(a)
         acc = _acc_at(d, "0var_heldout", end)
-        ok = acc is not None and acc >= C1_ZERO_VAR_HELDOUT_BEFORE_BINDING
+        ok = acc is not None and acc >= k["C1_ZERO_VAR_HELDOUT_BEFORE_BINDING"]
         return ClaimResult("C1", float(p["addition"]), f"addition at {p['addition']}, not bound by {end:,}; 0-var "
                            f"held-out {acc:.3f} at step {end:,}", _verdict(ok))
     if p["addition"] is None or p["binding"] is None:
         return ClaimResult("C1", None, f"addition {p['addition']}, binding {p['binding']}", FAILS, "a phase was not found")
     before = d["steps"][max(d["steps"].index(p["binding"]) - 1, 0)]
     acc = _acc_at(d, "0var_heldout", before)
-    ok = p["addition"] < p["binding"] and acc is not None and acc >= C1_ZERO_VAR_HELDOUT_BEFORE_BINDING
+    ok = p["addition"] < p["binding"] and acc is not None and acc >= k["C1_ZERO_VAR_HELDOUT_BEFORE_BINDING"]
     detail = f"addition at {p['addition']}, binding at {p['binding']}; 0-var held-out {acc:.3f} at step {before}"
     return ClaimResult("C1", float(p["addition"]), detail, _verdict(ok))
 
@@ -194,7 +206,7 @@ def _largest_rise_step(by_step: dict, key: str) -> int | None:
     return steps[int(np.argmax(np.diff(vals))) + 1]
 
 
-def c2(a: dict) -> ClaimResult:
+def c2(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     """The spike, and whether the measure the sentence names (layer-1 previous-token attention:
     constants routed to their variables) makes its largest change in the binding interval."""
     if "dynamics" not in a or not a.get("spike"):
@@ -205,43 +217,47 @@ def c2(a: dict) -> ClaimResult:
     if named is None:
         return _missing("C2", "layer-1 previous-token attention around the binding step")
     jumped = [r["measure"] for r in table["rows"] if r["kind"] == SPIKE_JUMPS]
-    ok = p["binding_rise"] >= C2_MIN_RISE and named["kind"] == SPIKE_JUMPS
+    ok = p["binding_rise"] >= k["C2_MIN_RISE"] and named["kind"] == SPIKE_JUMPS
     detail = (f"1-var held-out {p['binding_from']:.2f} → {p['binding_to']:.2f} at step {p['binding']} "
               f"(rise {p['binding_rise']:.2f}); binding interval {table['before_step']}–{table['at_step']}: layer-1 "
               f"previous-token attention {named['before']:.2f} → {named['at']:.2f} ({named['kind']}; its largest "
               f"change {named['largest_change']:+.2f} at {named['largest_step']}); jump at binding: "
               f"{', '.join(jumped) or 'none'}")
-    reason = "" if ok else ("the spike is below the criterion" if p["binding_rise"] < C2_MIN_RISE else
+    reason = "" if ok else ("the spike is below the criterion" if p["binding_rise"] < k["C2_MIN_RISE"] else
                             f"layer-1 previous-token attention is {named['kind']}, not starting at the spike")
     return ClaimResult("C2", float(p["binding_rise"]), detail, _verdict(ok), reason)
 
 
-def c3(a: dict) -> ClaimResult:
+def c3(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if "dynamics" not in a:
         return _missing("C3", "dynamics")
     d, p = a["dynamics"], a["dynamics"]["phases"]
-    b_sets = [k for k in d["acc"] if k.startswith("1var_") and k.endswith("_right")]
+    b_sets = [name for name in d["acc"] if name.startswith("1var_") and name.endswith("_right")]
     extra = ""
     if "1var_b_right" in d["acc"] and p["binding"] is not None:
         after = [v for s, v in zip(d["steps"], d["acc"]["1var_b_right"]) if s >= p["binding"]]
         extra = f"; `b` as right operand: min {min(after):.2f} after binding, final {after[-1]:.2f}"
     elif b_sets:
         extra = f"; sets {', '.join(b_sets)}"
-    if p["refinement"] is None:
+    present = [n for n in AC.REFINEMENT_SETS if n in d["acc"]]
+    if not present or p["binding"] is None:
+        return ClaimResult("C3", None, "", NOT_MEASURED, "no forbidden-position sets or no binding step")
+    mean = np.mean([np.asarray(d["acc"][n], dtype=float) for n in present], axis=0)
+    refinement = next((s for s, v in zip(d["steps"], mean) if s > p["binding"] and v >= k["REFINEMENT_ACC"]), None)
+    if refinement is None:
         return ClaimResult("C3", None, f"binding {p['binding']}{extra}", FAILS,
                            "forbidden-position accuracy never reached the refinement threshold")
-    present = [n for n in AC.REFINEMENT_SETS if n in d["acc"]]
     i = d["steps"].index(p["binding"])
-    at_binding = float(np.mean([d["acc"][n][i] for n in present]))
-    detail = (f"refinement at {p['refinement']} (binding {p['binding']}, forbidden-position mean there "
+    at_binding = float(mean[i])
+    detail = (f"refinement at {refinement} (binding {p['binding']}, forbidden-position mean there "
               f"{at_binding:.2f}), stays ≥ 95 % from {p['refinement_stable']}{extra}")
-    later = at_binding <= C3_FORBIDDEN_AT_BINDING
+    later = at_binding <= k["C3_FORBIDDEN_AT_BINDING"]
     reason = "" if later else (f"forbidden positions were already at {at_binding:.2f} at the binding step: they rose "
                                "with binding, not in a later phase")
-    return ClaimResult("C3", float(p["refinement"]), detail, _verdict(p["refinement"] > p["binding"] and later), reason)
+    return ClaimResult("C3", float(refinement), detail, _verdict(later), reason)
 
 
-def c4(a: dict) -> ClaimResult:
+def c4(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if "dynamics" not in a:
         return _missing("C4", "dynamics")
     d = a["dynamics"]
@@ -252,23 +268,23 @@ def c4(a: dict) -> ClaimResult:
     worst = min(finals, key=finals.get)
     detail = ", ".join(f"{k} {v:.3f}" for k, v in finals.items())
     return ClaimResult("C4", float(finals[worst]), f"worst {worst} {finals[worst]:.3f}; {detail}",
-                       _verdict(finals[worst] >= C4_FORBIDDEN_FINAL))
+                       _verdict(finals[worst] >= k["C4_FORBIDDEN_FINAL"]))
 
 
-def c5(a: dict) -> ClaimResult:
+def c5(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     fin = a.get("dynamics", {}).get("final_exhaustive", {})
     if "0var_heldout_all" not in fin:
         return _missing("C5", "exhaustive 0-var held-out accuracy")
     acc = fin["0var_heldout_all"]
     extra = f"; 2-var union {fin['2var_union']:.4f}" if "2var_union" in fin else ""
-    return ClaimResult("C5", float(acc), f"{acc:.4f} on {a['final_step']}{extra}", _verdict(acc >= C5_HELDOUT_FINAL))
+    return ClaimResult("C5", float(acc), f"{acc:.4f} on {a['final_step']}{extra}", _verdict(acc >= k["C5_HELDOUT_FINAL"]))
 
 
-C6_C7_TOLERANCE = 0.10
+C6_C7_TOLERANCE = CUT_VALUES["C6_C7_TOLERANCE"]
 NOT_CONVERGED = "not converged"
 
 
-def _sweep_claim(cid: str, a: dict, key: str, paper: float) -> ClaimResult:
+def _sweep_claim(cid: str, a: dict, key: str, paper: float, tolerance: float) -> ClaimResult:
     """From a sweep summary attached as ``a["sweeps"][key]`` (``sweep.json`` of ``assign-add sweep``).
 
     Rule: "not measured" while points are unfinished; "not converged at N steps" when a point just
@@ -298,51 +314,51 @@ def _sweep_claim(cid: str, a: dict, key: str, paper: float) -> ClaimResult:
         return ClaimResult(cid, None, detail, FAILS, "the monotone fit never reaches 90 %")
     lo = thr["low"] if thr["low"] is not None else thr["estimate"]
     hi = thr["high"] if thr["high"] is not None else thr["estimate"]
-    ok = lo - C6_C7_TOLERANCE <= paper <= hi + C6_C7_TOLERANCE
+    ok = lo - tolerance <= paper <= hi + tolerance
     return ClaimResult(cid, float(thr["estimate"]), detail, _verdict(ok))
 
 
-def c6(a: dict) -> ClaimResult:
-    return _sweep_claim("C6", a, "f", 0.25)
+def c6(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    return _sweep_claim("C6", a, "f", 0.25, k["C6_C7_TOLERANCE"])
 
 
-def c7(a: dict) -> ClaimResult:
-    return _sweep_claim("C7", a, "r", 0.2)
+def c7(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    return _sweep_claim("C7", a, "r", 0.2, k["C6_C7_TOLERANCE"])
 
 
-def c8(a: dict) -> ClaimResult:
+def c8(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     fin = a.get("representation", {}).get("final")
     if not fin:
         return _missing("C8", "representation")
-    ok = fin["matched_mean"] >= C8_MATCHED and fin["matched_mean"] - fin["shuffled_mean"] >= C8_GAP
+    ok = fin["matched_mean"] >= k["C8_MATCHED"] and fin["matched_mean"] - fin["shuffled_mean"] >= k["C8_GAP"]
     q = fin["matched_quantiles"]
     detail = (f"matched {fin['matched_mean']:.3f} (5–95 %: {q[0]:.2f}–{q[-1]:.2f}), shuffled "
               f"{fin['shuffled_mean']:.3f}, n = {fin['n']}")
     return ClaimResult("C8", float(fin["matched_mean"]), detail, _verdict(ok))
 
 
-def c9(a: dict) -> ClaimResult:
+def c9(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     f = a.get("fourier")
     if not f:
         return _missing("C9", "fourier")
     share = f["n_frequency_neurons"] / max(f["n_neurons"], 1)
     corrs = [v["mean_corr_with_0var"] for k, v in f["shared"].items() if k != "0var" and v["mean_corr_with_0var"] is not None]
     shared = min(corrs) if corrs else None
-    ok = share >= C9_FREQUENCY_NEURON_SHARE and shared is not None and shared >= C9_SHARED_CORR
+    ok = share >= k["C9_FREQUENCY_NEURON_SHARE"] and shared is not None and shared >= k["C9_SHARED_CORR"]
     detail = (f"{f['n_frequency_neurons']}/{f['n_neurons']} frequency neurons (mean FVE "
               f"{f['mean_fve_frequency_neurons'] or float('nan'):.2f}); key frequencies {f['key_frequencies']}; "
               f"1-/2-var grids vs 0-var: corr ≥ {shared if shared is not None else float('nan'):.3f}")
     return ClaimResult("C9", float(share), detail, _verdict(ok))
 
 
-def c10(a: dict) -> ClaimResult:
+def c10(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if "attention" not in a or "weights" not in a:
         return _missing("C10", "attention or weights")
     final = str(a["final_step"])
     att, w = a["attention"]["by_step"].get(final), a["weights"]["by_step"].get(final)
     if att is None or w is None:
         return _missing("C10", "final-checkpoint attention/weights")
-    ok = att["prev_token_argmax"] >= C10_PREV_TOKEN and w["qk2_identity"] >= C10_QK_IDENTITY
+    ok = att["prev_token_argmax"] >= k["C10_PREV_TOKEN"] and w["qk2_identity"] >= k["C10_QK_IDENTITY"]
     detail = (f"previous-token argmax {att['prev_token_argmax']:.3f} (mean weight {att['prev_token']:.3f}); "
               f"QK₂ identity {w['qk2_identity']:.3f} (margin {w['qk2_margin']:.2f}); layer-2 routing "
               f"{att['routing_acc']:.3f}")
@@ -353,7 +369,7 @@ def _fmt_ms(ms: list[float]) -> str:
     return f"{ms[0]:.2f} ± {ms[1]:.2f}"
 
 
-def c11(a: dict) -> ClaimResult:
+def c11(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     """Under the theory's preconditions (the window they pick); the full-mixture figure beside it."""
     g = a.get("gradients", {})
     summary = g.get("theory", {}).get("summary")
@@ -373,7 +389,7 @@ def c11(a: dict) -> ClaimResult:
         return ClaimResult("C11", None, f"{earlier}; {plain}".strip("; "), NOT_MEASURED,
                            f"the preconditions (previous-token argmax ≥ {PREV_TOKEN_MIN}, ≥ {MIN_SEQUENCES} sequences "
                            "per sample whose = carries the variable) hold at no checkpoint before binding")
-    ok = win["diag_share"][0] >= C11_DIAG_SHARE and win["corr"][0] >= C11_CORR
+    ok = win["diag_share"][0] >= k["C11_DIAG_SHARE"] and win["corr"][0] >= k["C11_CORR"]
     detail = (f"window {win['steps'][0]}–{win['steps'][-1]} ({len(win['steps'])} checkpoints before binding where "
               f"the preconditions hold), {win['samples']} disjoint samples: diagonal > off-diagonal share "
               f"{_fmt_ms(win['diag_share'])}, correlation with the final QK₂ {_fmt_ms(win['corr'])}, rows with a "
@@ -386,9 +402,10 @@ CLAIM_FUNCTIONS: dict[str, Callable[[dict], ClaimResult]] = {
 }
 
 
-def evaluate_claims(analysis: dict) -> dict[str, ClaimResult]:
+def evaluate_claims(analysis: dict, cuts: Cuts = CUT_VALUES, robustness: bool = True) -> dict[str, ClaimResult]:
     """Every claim's result; in a run that has not bound, the claims in ``NEEDS_BINDING`` are
-    "not bound by T" (nothing to judge yet), never a failure."""
+    "not bound by T" (nothing to judge yet), never a failure.  With ``robustness`` each measured
+    verdict also says whether it survives each of its cuts moved by ±20 % (:func:`robustness_of`)."""
     unbound = is_bound(analysis) is False
     out = {}
     for cid, fn in CLAIM_FUNCTIONS.items():
@@ -396,9 +413,33 @@ def evaluate_claims(analysis: dict) -> dict[str, ClaimResult]:
             end = last_step(analysis)
             out[cid] = ClaimResult(cid, None, unbound_detail(analysis), not_bound_verdict(end),
                                    f"the binding circuit had not formed by step {end:,}")
-        else:
-            out[cid] = fn(analysis)
+            continue
+        out[cid] = fn(analysis, cuts)
+        if robustness and out[cid].verdict != NOT_MEASURED:
+            out[cid].robustness, out[cid].under_previous = robustness_of(cid, analysis, out[cid].verdict, cuts)
     return out
+
+
+def robustness_of(cid: str, analysis: dict, verdict: str, cuts: Cuts = CUT_VALUES) -> tuple[str, str]:
+    """("robust" or "fragile: …", the verdict under a cut's value before it was changed after seeing data, or "").
+
+    Each of the claim's cuts is moved alone by ±``MOVE`` (``Cut.moved``: a value scaled, a level's
+    allowance scaled) and the claim evaluated again on the same measurements."""
+    fn = CLAIM_FUNCTIONS[cid]
+    flips = []
+    for name in CLAIM_CUTS.get(cid, ()):
+        for factor in (1 - MOVE, 1 + MOVE):
+            moved = CUTS[name].moved(factor)
+            other = fn(analysis, {**cuts, name: moved}).verdict
+            if other != verdict:
+                flips.append(f"{name} {cuts[name]:.3g} → {moved:.3g} gives '{other}'")
+    previous = []
+    for name in CLAIM_CUTS.get(cid, ()):
+        cut = CUTS[name]
+        if cut.previous is not None:
+            other = fn(analysis, {**cuts, name: cut.previous}).verdict
+            previous.append(f"{other} under the earlier criterion ({cut.why_changed})")
+    return ("robust" if not flips else "fragile: " + "; ".join(flips)), "; ".join(previous)
 
 
 @dataclass
@@ -411,6 +452,7 @@ class Aggregate:
     per_seed: list[float | None]
     verdict: str
     reason: str
+    robustness: str = ""  # "robust" when every seed's verdict is, else which seeds are fragile and why
 
 
 def aggregate(results: list[ClaimResult]) -> Aggregate:
@@ -435,7 +477,18 @@ def aggregate(results: list[ClaimResult]) -> Aggregate:
                                                f"{'seed' if len(unbound) == 1 else 'seeds'} not bound (not counted)") if x)
     mean = float(np.mean(nums)) if nums else None
     sd = float(np.std(nums, ddof=1)) if len(nums) > 1 else (0.0 if nums else None)
-    return Aggregate(results[0].id, mean, sd, vals, verdict, reason)
+    return Aggregate(results[0].id, mean, sd, vals, verdict, reason, robustness_over_seeds(results))
+
+
+def robustness_over_seeds(results: list[ClaimResult]) -> str:
+    labels = [(i, r.robustness) for i, r in enumerate(results) if r.robustness]
+    fragile = [(i, lab) for i, lab in labels if lab != "robust"]
+    if not labels:
+        return ""
+    if not fragile:
+        return "robust"
+    i, first = fragile[0]
+    return f"fragile in {len(fragile)} of {len(labels)} seeds (seed #{i + 1}: {first.removeprefix('fragile: ')})"
 
 
 def aggregate_binding(results: list[ClaimResult]) -> Aggregate:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from assign_add.io import atomic_write_text
+from assign_add.report.cuts import CUTS, MOVE
 from assign_add.report.claims import (
     PAPER_STEPS,
     BY_ID,
@@ -70,8 +71,9 @@ def claim_bullets(src: Source, cid: str) -> list[tuple[str, str]]:
     out = []
     for run, res in zip(src.runs, src.results):
         label = f"{src.name}, {Path(run).name}" if several else src.name
-        protocol = f" ({src.protocol()})" if src.protocol() else ""
-        out.append((label, f"{res[cid].verdict}{protocol}. {res[cid].detail} {res[cid].reason}".rstrip()))
+        extra = "; ".join(x for x in (res[cid].robustness, res[cid].under_previous, src.protocol()) if x)
+        extra = f" ({extra})" if extra else ""
+        out.append((label, f"{res[cid].verdict}{extra}. {res[cid].detail} {res[cid].reason}".rstrip()))
     return out
 
 
@@ -95,12 +97,15 @@ def measured_text(src: Source, cid: str) -> str:
 
 
 def verdict_of(src: Source, cid: str) -> tuple[str, str]:
-    """(verdict, reason), the reason ending with the protocol when the runs are shorter than the paper's."""
+    """(verdict, reason), the reason with the verdict's robustness to its cuts (±20 %), the verdict
+    under a cut changed after seeing data, and the protocol when the runs are shorter than the paper's."""
     if src.aggregate is not None and len(src.results) > 1:
-        verdict, reason = src.aggregate[cid].verdict, src.aggregate[cid].reason
+        agg = src.aggregate[cid]
+        verdict, reason, robust, previous = agg.verdict, agg.reason, agg.robustness, ""
     else:
-        verdict, reason = src.results[0][cid].verdict, src.results[0][cid].reason
-    return verdict, "; ".join(x for x in (reason, src.protocol()) if x)
+        res = src.results[0][cid]
+        verdict, reason, robust, previous = res.verdict, res.reason, res.robustness, res.under_previous
+    return verdict, "; ".join(x for x in (reason, robust, previous, src.protocol()) if x)
 
 
 def claims_rows(sources: list[Source]) -> list[list[str]]:
@@ -113,6 +118,18 @@ def claims_rows(sources: list[Source]) -> list[list[str]]:
         row.append(claim.criterion)
         rows.append(row)
     return rows
+
+
+CUTS_SENTENCE = (f"Every cut with its basis. A verdict is 'robust' when it stays the same with each of its cuts "
+                 f"moved alone by ±{MOVE:.0%} (a level near 1: its allowance 1 − value moved), else 'fragile', with the "
+                 "move that changes it; a cut chosen after its data were seen shows the verdict under the earlier "
+                 "criterion too.")
+
+
+def cuts_table() -> tuple[list[str], list[list[str]]]:
+    rows = [[name, f"{cut.value:g}", cut.basis, f"changed after seeing data: {cut.why_changed}" if cut.why_changed
+             else "no change recorded"] for name, cut in CUTS.items()]
+    return ["cut", "value", "basis", "history"], rows
 
 
 def header(sources: list[Source]) -> list[str]:
@@ -231,7 +248,8 @@ def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], vers
     lines.append("|" + "---|" * len(cols))
     for row in claims_rows(sources):
         lines.append("| " + " | ".join(_md_escape(c) for c in row) + " |")
-    lines += ["", f"Verdicts {AGGREGATE_RULE}.", ""]
+    lines += ["", f"Verdicts {AGGREGATE_RULE}.", "", CUTS_SENTENCE, ""]
+    lines += _md_table(*cuts_table())
     diffs = differences(sources) + notes
     if diffs:
         lines += ["## Where the measurements differ from the paper", ""] + [f"- {d}" for d in diffs] + [""]
@@ -330,6 +348,7 @@ def render_html(sources: list[Source], notes: list[str], versions: dict[str, str
         parts.append(f"<tr class='claim' data-claim='{esc(row[0])}'>" + "".join(cells) + "</tr>")
     parts.append("</tbody></table>")
     parts.append(f"<p>Verdicts {esc(AGGREGATE_RULE)}.</p>")
+    parts.append(f"<p>{esc(CUTS_SENTENCE)}</p>" + _html_table(*cuts_table()))
     diffs = differences(sources) + notes
     if diffs:
         parts.append("<h2>Where the measurements differ from the paper</h2><ul>")

@@ -1,0 +1,78 @@
+"""Every cut of the claims table, with its basis, and how a cut is moved to test a verdict's robustness.
+
+A cut is stated once here with a one-line basis (the paper's number, a null, or a standard error).
+``kind`` says how it moves by ±20 %: a ``"value"`` cut is scaled by 0.8 and 1.2; a ``"level"`` cut
+is an accuracy-like level near 1 whose *allowance* 1 − value is scaled instead (0.98 → 0.976 /
+0.984), since 0.98 × 1.2 would be unreachable.  A cut chosen or changed after its data were seen
+carries ``previous``: the value (or 1.0 / 0.0 for "no such condition") the claim had before, and
+the report shows the verdict under both.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from assign_add.analysis import criteria as AC
+
+MOVE = 0.20  # a verdict that changes when one of its cuts moves by this fraction is "fragile"
+
+
+@dataclass(frozen=True)
+class Cut:
+    value: float
+    basis: str
+    kind: str = "value"  # "value" or "level" (see the module docstring)
+    previous: float | None = None  # set when the cut was chosen or changed after seeing data
+    why_changed: str = ""
+
+    def moved(self, factor: float) -> float:
+        if self.kind == "level":
+            return 1.0 - (1.0 - self.value) * factor
+        return self.value * factor
+
+
+CUTS: dict[str, Cut] = {
+    "BINDING_ACC": Cut(AC.BINDING_ACC, "the spike's end: the paper's 1-var held-out goes 0.59 → 0.96 across it",
+                       "level"),
+    "C1_ZERO_VAR_HELDOUT_BEFORE_BINDING": Cut(0.90, "'near perfect' in the paper, read at the binding level", "level"),
+    "C2_MIN_RISE": Cut(0.25, "two thirds of the paper's one-interval rise (+0.37, steps 5,301 → 5,401)"),
+    "C3_FORBIDDEN_AT_BINDING": Cut(
+        0.50, "binding left at least half of the forbidden-position sequences wrong (released run: 0.24)",
+        previous=1.0, why_changed="added after seed 43 (0.65 at binding) was seen; before it there was no such "
+        "condition"),
+    "REFINEMENT_ACC": Cut(AC.REFINEMENT_ACC, "the same level as binding", "level"),
+    "C4_FORBIDDEN_FINAL": Cut(0.95, "the paper's '≈ 100 %' on forbidden positions, less 5 points", "level"),
+    "C5_HELDOUT_FINAL": Cut(0.98, "the paper's 99.4 % less 1.4 points: 6 binomial standard errors (0.24 points) on "
+                            "the 1,045 held-out pairs, room for another seed's draw", "level"),
+    "C6_C7_TOLERANCE": Cut(0.10, "about two grid steps of the authors' f and r grids (0.05 apart)"),
+    "C8_MATCHED": Cut(0.90, "the paper's 'cosine ≈ 1'", "level"),
+    "C8_GAP": Cut(0.30, "above the null: the same cosine between the variable form of one sum and the constant "
+                  "form of another (shuffled pairs)"),
+    "C9_FREQUENCY_NEURON_SHARE": Cut(0.20, "a fifth of the neurons; no null measured yet (an untrained model's "
+                                     "share is the one to compare)"),
+    "C9_SHARED_CORR": Cut(0.90, "the 1-/2-var grids must look like the 0-var grid (correlation of 1 is identical)",
+                          "level"),
+    "C10_PREV_TOKEN": Cut(0.90, "'a previous-token head': its argmax on the variable for nine in ten values", "level"),
+    "C10_QK_IDENTITY": Cut(0.90, "'a strong identity': the row maximum on the diagonal for nine in ten variables",
+                           "level"),
+    "C11_DIAG_SHARE": Cut(0.75, "three quarters of the window's checkpoints; chance (no structure) is one half"),
+    "C11_CORR": Cut(0.30, "no null measured yet (permuted labels, the checkpoint's own QK₂): a weak correlation; "
+                    "the passing values sit within 0.05 of it"),
+}
+VALUES: dict[str, float] = {name: cut.value for name, cut in CUTS.items()}
+
+# The cuts each claim's verdict reads.
+CLAIM_CUTS: dict[str, tuple[str, ...]] = {
+    "B": ("BINDING_ACC",),
+    "C1": ("C1_ZERO_VAR_HELDOUT_BEFORE_BINDING",),
+    "C2": ("C2_MIN_RISE",),
+    "C3": ("C3_FORBIDDEN_AT_BINDING", "REFINEMENT_ACC"),
+    "C4": ("C4_FORBIDDEN_FINAL",),
+    "C5": ("C5_HELDOUT_FINAL",),
+    "C6": ("C6_C7_TOLERANCE",),
+    "C7": ("C6_C7_TOLERANCE",),
+    "C8": ("C8_MATCHED", "C8_GAP"),
+    "C9": ("C9_FREQUENCY_NEURON_SHARE", "C9_SHARED_CORR"),
+    "C10": ("C10_PREV_TOKEN", "C10_QK_IDENTITY"),
+    "C11": ("C11_DIAG_SHARE", "C11_CORR"),
+}
