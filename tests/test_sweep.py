@@ -170,33 +170,6 @@ def test_tiny_local_sweep_and_resume(tmp_path):
     assert ckpt.stat().st_mtime_ns == before
 
 
-def test_two_model_ensemble_equals_two_single_runs(tmp_path):
-    import torch
-    from safetensors.torch import load_file
-
-    from assign_add.config import resolve
-    from assign_add.train.ensemble import train_ensemble
-    from assign_add.train.trainer import train
-
-    cfgs = [resolve("paper", overrides=["train.steps=40", "train.eval_every=20", "train.batch_size=64",
-                                        "task.eval_pool_size=200", f"train.seed={s}", f"task.f={f}"])
-            for s, f in ((1, 0.7), (2, 0.5))]
-    train_ensemble(cfgs, [tmp_path / "e1", tmp_path / "e2"])
-    for i, cfg in enumerate(cfgs):
-        train(cfg, tmp_path / f"s{i + 1}")
-        a = load_file(str(tmp_path / f"e{i + 1}" / "checkpoints" / "step_000040.safetensors"))
-        b = load_file(str(tmp_path / f"s{i + 1}" / "checkpoints" / "step_000040.safetensors"))
-        for k in b:
-            assert torch.allclose(a[k], b[k], rtol=1e-4, atol=1e-5), k
-        ma = json.loads((tmp_path / f"e{i + 1}" / "metrics.jsonl").read_text().splitlines()[-1])
-        mb = json.loads((tmp_path / f"s{i + 1}" / "metrics.jsonl").read_text().splitlines()[-1])
-        assert ma["step"] == mb["step"] == 40
-        assert ma["acc"] == pytest.approx(mb["acc"], abs=0.01)
-    with pytest.raises(Exception, match="share"):
-        bad = resolve("paper", overrides=["train.batch_size=32", "train.steps=40"])
-        train_ensemble([cfgs[0], bad], [tmp_path / "x1", tmp_path / "x2"])
-
-
 @pytest.mark.slow
 def test_ray_backend_equals_local(tmp_path):
     pytest.importorskip("ray")

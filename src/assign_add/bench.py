@@ -10,7 +10,6 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-import numpy as np
 import torch
 from torch import nn
 
@@ -164,38 +163,3 @@ def bench_eval(cfg: RunConfig, repeats: int = 3) -> tuple[float, int]:
 
 def projected_seconds(steps: int, step_ms: float, eval_s: float, eval_every: int) -> float:
     return steps * step_ms / 1e3 + (steps // eval_every + 1) * eval_s
-
-
-
-def bench_ensemble(cfg: RunConfig, sizes: tuple[int, ...] = (1, 4, 16), steps: int = 20) -> tuple[float, dict[int, float]]:
-    """(sequences/s of one model with the plain engine -- what K sequential runs get --,
-    sequences/s of K models trained at once with vmap over stacked parameters, per K)."""
-    from assign_add.train.ensemble import _FastHead, ensemble_logits, stack_parameters
-
-    out = {}
-    sampler = Sampler(cfg.task, cfg.train.seed)
-    t = cfg.train
-    for k in sizes:
-        models = [AssignAddTransformer.from_config(cfg.model, cfg.task, seed=t.seed + i) for i in range(k)]
-        names, stacked, opt = stack_parameters(models, t)
-        head = _FastHead(models[0])
-        batches = [sampler.batch(i, t.batch_size) for i in range(k)]
-        tokens = torch.as_tensor(np.stack([b.tokens for b in batches]))
-        answers = torch.as_tensor(np.stack([b.answers for b in batches]))
-
-        def step() -> None:
-            logits = ensemble_logits(head, names, stacked, tokens)
-            loss = sum(answer_loss(logits[j], answers[j]) for j in range(k))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
-
-        for _ in range(2):
-            step()
-        t0 = time.perf_counter()
-        for _ in range(steps):
-            step()
-        out[k] = k * t.batch_size * steps / (time.perf_counter() - t0)
-    single = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=t.seed)
-    sequential = bench_step("engine", single, lambda tok: fast_answer_logits(single, tok), cfg, steps).seq_per_s
-    return sequential, out

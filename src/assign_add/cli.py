@@ -477,7 +477,7 @@ def sweep_cmd(
 def bench_cmd(
     overrides: Optional[list[str]] = OverridesArg,
     what: str = typer.Option("data,train,eval", "--what",
-                             help="comma-separated: data, train, eval, compile, ensemble, explore (needs --run)"),
+                             help="comma-separated: data, train, eval, compile, explore (needs --run)"),
     steps: int = typer.Option(50, "--steps", help="timed training steps per implementation"),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="run directory for --what explore"),
     preset: str = PresetOpt,
@@ -492,7 +492,7 @@ def bench_cmd(
     if steps < 1:
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     parts = {w.strip() for w in what.split(",")}
-    unknown = parts - {"data", "train", "eval", "compile", "ensemble", "explore"}
+    unknown = parts - {"data", "train", "eval", "compile", "explore"}
     if unknown:
         raise ConfigError("--what", f"unknown benchmark {', '.join(sorted(unknown))}")
     if "explore" in parts and run_dir is None:
@@ -509,12 +509,6 @@ def bench_cmd(
         console.print(f"engine: {eager.seq_per_s:,.0f} sequences/s; with torch.compile (train.compile=true): "
                       f"{compiled.seq_per_s:,.0f} sequences/s, {compiled.seq_per_s / eager.seq_per_s:.2f}x "
                       f"after {warmup:.0f} s compiling", highlight=False)
-    if "ensemble" in parts:
-        sequential, rates = bench.bench_ensemble(cfg)
-        console.print(f"K runs one after another (plain engine): {sequential:,.0f} sequences/s", highlight=False)
-        for k, rate in rates.items():
-            console.print(f"ensemble of {k:>2} models at once: {rate:,.0f} sequences/s "
-                          f"({rate / sequential:.2f}x sequential)", highlight=False)
     if "explore" in parts:
         from assign_add.explore.load import measure_rate
         from assign_add.run import open_run
