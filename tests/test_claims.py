@@ -27,7 +27,7 @@ from assign_add.report.claims import (
 
 STEPS = list(range(0, 3001, 100))
 CHECKPOINTS = [0, 500, 1000, 1500, 1600, 2000, 2500, 3000]
-FORBIDDEN = ("1var_forbidden", "2var_forbidden1", "2var_forbidden2", "1var_b_right")
+FORBIDDEN = ("1var_forbidden", "2var_forbidden1", "2var_forbidden2", "1var_b_right", "1var_a_right", "1var_k_left")
 
 
 def step_curve(low: float, high: float, at: int) -> list[float]:
@@ -44,7 +44,8 @@ def raw_evidence() -> dict:
         "acc": acc,
         "final_exhaustive": {"0var_heldout_all": 0.995, "2var_union": 0.98},
         "prev_token": ck(0.2, 0.95, 1600), "prev_token_argmax": ck(0.3, 1.0, 1000),
-        "routing_acc": ck(0.1, 0.9, 1600), "qk2_identity": ck(0.2, 1.0, 1000),
+        "eq_to_left": ck(0.1, 0.45, 1600), "eq_to_right": ck(0.8, 0.4, 1600),
+        "routing_acc": ck(0.1, 0.97, 1600), "qk2_identity": ck(0.2, 1.0, 1000),
         "representation": {"matched_mean": 0.96, "shuffled_mean": 0.12},
         "fourier": {"share": 0.5, "shared_corr": 0.98},
         "gradient_rows": {c: {"diag_mean": 1.0, "offdiag_mean": 0.1, "corr_with_later_qk": 0.6, "diag_argmax": 0.8}
@@ -69,7 +70,8 @@ def build(ev: dict) -> dict:
                             "final_exhaustive": ev["final_exhaustive"]}}
     a["attention"] = {"by_step": {str(c): {
         "prev_token": ev["prev_token"][c], "prev_token_argmax": ev["prev_token_argmax"][c],
-        "eq_to_left": 0.4, "eq_to_right": 0.4, "routing_acc": ev["routing_acc"][c], "routing_mass": 0.5}
+        "eq_to_left": ev["eq_to_left"][c], "eq_to_right": ev["eq_to_right"][c], "routing_acc": ev["routing_acc"][c],
+        "routing_mass": 0.5}
         for c in CHECKPOINTS}}
     a["weights"] = {"by_step": {str(c): {"qk2_identity": ev["qk2_identity"][c], "qk2_margin": 1.0}
                                 for c in CHECKPOINTS}}
@@ -238,3 +240,49 @@ def test_a_cut_changed_after_seeing_data_shows_the_earlier_verdict():
     res = evaluate_claims(build(ev))
     assert res["C3"].verdict == FAILS and res["C3"].under_previous.startswith("holds under the earlier criterion")
     assert evaluate_claims(build(raw_evidence()))["C3"].under_previous.startswith("holds under the earlier")
+
+
+def test_c2_in_three_parts():
+    # the = query's layer-1 split changes long after the spike: the routing part fails, the others hold
+    late = {c: (0.1 if c < 2500 else 0.45) for c in CHECKPOINTS}
+    res = evaluate_claims(build(_with(raw_evidence(), _set(("eq_to_left",), late))))["C2"]
+    assert res.verdict == FAILS and res.reason == "does not hold: routing at the spike"
+    assert "eq_to_left fastest at 2500" in res.detail
+    # the previous-token head in place before: part 3 fails alone
+    early = {c: (0.2 if c == 0 else 0.95) for c in CHECKPOINTS}
+    res = evaluate_claims(build(_with(raw_evidence(), _set(("prev_token",), early))))["C2"]
+    assert res.reason == "does not hold: previous-token head at the spike"
+
+
+def test_the_fastest_change_is_per_step_not_per_interval():
+    steps = np.array([0, 1000, 2000, 2100, 3100])
+    values = np.array([0.0, 0.05, 0.55, 0.85, 1.0])  # +0.5 over 1,000 steps, +0.3 over 100 steps
+    assert spike.fastest_interval(steps, values) == 3, "0.3 in 100 steps is faster than 0.5 in 1,000"
+    assert spike.fastest_interval(steps, values, start=2100) == 4, "intervals before `start` do not count"
+    row = spike.classify(list(steps), list(values), binding=2100)
+    assert row.largest_step == 2000 and row.fastest_step == 2100 and row.at_spike
+
+
+def test_c10_needs_the_routing_too():
+    ev = raw_evidence()
+    ev["routing_acc"] = {c: (0.1 if c < 1600 else 0.5) for c in CHECKPOINTS}  # still jumps at the spike
+    res = evaluate_claims(build(ev))
+    assert res["C10"].verdict == FAILS and "layer-2 routing 0.500" in res["C10"].detail
+    assert {k for k, r in res.items() if r.verdict != HOLDS} == {"C10"}
+
+
+def test_c3_reads_each_restricted_curve_for_a_plateau_then_a_jump():
+    from assign_add.report.claims import later_jump
+
+    steps = list(range(0, 5001, 100))
+    assert later_jump(steps, [0.05 if s < 4000 else 0.99 for s in steps], 1600) == ("later jump", 4000)
+    assert later_jump(steps, [0.05 if s < 1800 else 0.99 for s in steps], 1600) == ("rose within the plateau", 1800)
+    assert later_jump(steps, [0.05 if s < 1600 else 0.7 for s in steps], 1600) == ("rose with binding", None)
+    assert later_jump(steps, [0.05] * len(steps), 1600) == ("never fixed", None)
+    assert later_jump(steps, [0.05] * len(steps), 4800) == ("no evaluation after the plateau", None)
+    # every restricted curve solved 200 steps after the spike: no later phase, C3 fails (C4 still holds)
+    ev = copy.deepcopy(raw_evidence())
+    ev["acc"].update({k: step_curve(0.05, 0.99, 1800) for k in FORBIDDEN})
+    res = evaluate_claims(build(ev))
+    assert res["C3"].verdict == FAILS and "rose within the plateau" in res["C3"].reason
+    assert res["C4"].verdict == HOLDS

@@ -10,7 +10,12 @@ probes, representation).  For each measure, over the checkpoints:
 - ``share``: the change across the binding interval as a fraction of the measure's range;
 - ``kind``: ``jumps at binding`` when its largest change is the binding interval;
   ``in place before`` when the value before binding is within ``IN_PLACE_FRACTION`` of its range
-  from the final value; otherwise ``changes elsewhere``.
+  from the final value; otherwise ``changes elsewhere``;
+- ``fastest_step`` / ``at_spike``: the checkpoint ending the interval with the largest change *per
+  step* (checkpoint intervals are uneven: 250 steps in our runs, 100 or 1,000 in the released ones),
+  over the intervals from the addition step on (before it the network is still leaving its
+  initialisation, where intervals of 1-256 steps give large rates for every measure), and whether
+  that interval is the binding interval or one next to it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,9 @@ MEASURES: tuple[tuple[str, str, str], ...] = (
 # The measure the paper's C2 sentence names: "layer-1 attention starting to route constants to
 # their variables" is the layer-1 previous-token attention of value tokens.
 C2_MEASURE = "prev_token"
+# C2's second part: the routing circuit appearing at the spike -- the = query's layer-1 split
+# between the operands and layer-2 routing onto the bound values.
+C2_ROUTING = ("eq_to_left", "eq_to_right", "routing_acc")
 IN_PLACE_FRACTION = 0.2
 JUMPS, IN_PLACE, ELSEWHERE = "jumps at binding", "in place before", "changes elsewhere"
 
@@ -54,6 +62,8 @@ class SpikeRow:
     largest_change: float
     share: float
     kind: str
+    fastest_step: int | None = None
+    at_spike: bool = False
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -83,7 +93,17 @@ def measure_series(analysis: dict) -> dict[str, tuple[str, list[int], list[float
     return out
 
 
-def classify(steps: list[int], values: list[float], binding: int) -> SpikeRow | None:
+def fastest_interval(steps: np.ndarray, values: np.ndarray, start: int = 0) -> int | None:
+    """Index of the checkpoint ending the interval with the largest |change| per step, over the
+    intervals that begin at or after step ``start``; None when there is none."""
+    rates = np.abs(np.diff(values)) / np.diff(steps)
+    ok = np.nonzero(steps[:-1] >= start)[0]
+    if not len(ok):
+        return None
+    return int(ok[np.argmax(rates[ok])]) + 1
+
+
+def classify(steps: list[int], values: list[float], binding: int, rate_from: int = 0) -> SpikeRow | None:
     """One measure's row, or None when no checkpoint lies on both sides of ``binding``."""
     s = np.asarray(steps)
     v = np.asarray(values, dtype=float)
@@ -103,17 +123,20 @@ def classify(steps: list[int], values: list[float], binding: int) -> SpikeRow | 
     else:
         kind = ELSEWHERE
     after = float(v[a + 1]) if a + 1 < len(v) else None
-    return SpikeRow("", "", float(v[b]), float(v[a]), after, float(v[-1]), int(s[j + 1]), float(diffs[j]), share, kind)
+    fast = fastest_interval(s, v, rate_from) if span > 0 else None
+    return SpikeRow("", "", float(v[b]), float(v[a]), after, float(v[-1]), int(s[j + 1]), float(diffs[j]), share, kind,
+                    None if fast is None else int(s[fast]), fast is not None and abs(fast - a) <= 1)
 
 
 def spike_table(analysis: dict) -> SpikeTable | None:
     """The table for one analysis, or None without a binding step or checkpoints around it."""
-    binding = analysis.get("dynamics", {}).get("phases", {}).get("binding")
+    phases = analysis.get("dynamics", {}).get("phases", {})
+    binding = phases.get("binding")
     if binding is None:
         return None
     rows = []
     for key, (label, steps, vals) in measure_series(analysis).items():
-        row = classify(steps, vals, binding)
+        row = classify(steps, vals, binding, rate_from=phases.get("addition") or 0)
         if row is not None:
             row.measure, row.label = key, label
             rows.append(row)

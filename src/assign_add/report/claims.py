@@ -9,6 +9,7 @@ claim whose inputs are missing is "not measured", with the reason.  Thresholds c
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from typing import Callable, Mapping
 
@@ -17,7 +18,7 @@ import numpy as np
 from assign_add.analysis import criteria as AC
 from assign_add.analysis.gradients import MIN_SEQUENCES, PREV_TOKEN_MIN
 from assign_add.analysis.spike import C2_MEASURE as SPIKE_MEASURE
-from assign_add.analysis.spike import JUMPS as SPIKE_JUMPS
+from assign_add.analysis.spike import C2_ROUTING as SPIKE_ROUTING
 from assign_add.report.cuts import CLAIM_CUTS, CUTS, MOVE
 from assign_add.report.cuts import VALUES as CUT_VALUES
 
@@ -74,13 +75,15 @@ CLAIMS = [
           "evaluation before binding"),
     Claim("C2", "A sharp spike for variable sequences coincides with layer-1 attention starting to route constants "
           "to their variables", "1-var held-out 59 % → 96 % between steps 5,301 and 5,401",
-          f"largest 1-var held-out rise between two evaluations ≥ {C2_MIN_RISE:.0%}, and the layer-1 previous-token "
-          "attention (value → its variable) makes its largest change between checkpoints in the interval containing "
-          "the binding step (the spike table shows every other measure)"),
+          f"three parts, all needed: (1) the largest 1-var held-out rise between two evaluations ≥ {C2_MIN_RISE:.0%}; "
+          "(2) the routing circuit appears at the spike: = → left, = → right (layer 1) and layer-2 routing accuracy "
+          "each change fastest per step (from the addition step on) in the binding interval or one next to it; "
+          "(3) the layer-1 previous-token attention (value → its variable) does too"),
     Claim("C3", "A later refinement phase fixes variables in forbidden positions",
           "steps 14,500–16,000 (`b` as right operand 5 % → 99 %)",
-          f"mean forbidden-position accuracy is ≤ {C3_FORBIDDEN_AT_BINDING:.0%} at the binding step and reaches "
-          f"{AC.REFINEMENT_ACC:.0%} at a later step"),
+          f"at least one restricted (variable, side) curve, e.g. `b` as right operand, is ≤ "
+          f"{C3_FORBIDDEN_AT_BINDING:.0%} at every evaluation from the binding step to "
+          f"{CUT_VALUES['C3_PLATEAU_STEPS']:,.0f} steps after it (a plateau) and reaches {AC.REFINEMENT_ACC:.0%} later"),
     Claim("C4", "Position generalisation: trained on `14+b`, correct on `b+14`", "≈ 100 % on forbidden positions",
           f"final accuracy ≥ {C4_FORBIDDEN_FINAL:.0%} on every forbidden-position set"),
     Claim("C5", "OOD generalisation to addition pairs never seen in any form", "99.4 % on the 1,045 held-out pairs",
@@ -100,8 +103,9 @@ CLAIMS = [
           f"{AC.FOURIER_NEURON_FVE:.0%} of variance) and their 1-var/2-var grids correlate ≥ {C9_SHARED_CORR} with 0-var"),
     Claim("C10", "Layer-1 is a previous-token head for values; layer-2 QK is an identity over variables",
           "previous-token head; strong QK₂ diagonal",
-          f"final: value tokens' top key is their variable in ≥ {C10_PREV_TOKEN:.0%}, and QK₂ through OV₁ has its "
-          f"row maximum on the diagonal for ≥ {C10_QK_IDENTITY:.0%} of variables"),
+          f"final: value tokens' top key is their variable in ≥ {C10_PREV_TOKEN:.0%}, QK₂ through OV₁ has its "
+          f"row maximum on the diagonal for ≥ {C10_QK_IDENTITY:.0%} of variables, and the final = routes (its top "
+          f"layer-2 keys are exactly the bound values) in ≥ {CUT_VALUES['C10_ROUTING']:.0%} of variable sequences"),
     Claim("C11", "The negative gradient on QK₂ forms associative-memory (identity) blocks", "theory",
           f"at the checkpoints before binding where the theory's preconditions hold (previous-token argmax ≥ "
           f"{PREV_TOKEN_MIN:.0%}; 1-var sequences whose = attends more to the variable operand), −∇QK₂ in the "
@@ -207,54 +211,80 @@ def _largest_rise_step(by_step: dict, key: str) -> int | None:
 
 
 def c2(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
-    """The spike, and whether the measure the sentence names (layer-1 previous-token attention:
-    constants routed to their variables) makes its largest change in the binding interval."""
+    """In three parts, as the sentence has them: (1) the spike: the largest 1-var held-out rise between
+    two evaluations is at least the cut; (2) the routing circuit appears at the spike: the = query's
+    layer-1 split between the operands and layer-2 routing accuracy each change fastest (per step) in
+    the binding interval or one next to it; (3) the previous-token head (values attending to their
+    variables) forms there too.  C2 holds when all three do; the detail gives each part's verdict."""
     if "dynamics" not in a or not a.get("spike"):
         return _missing("C2", "dynamics or the spike table (attention by checkpoint)")
     p, table = a["dynamics"]["phases"], a["spike"]
     rows = {r["measure"]: r for r in table["rows"]}
     named = rows.get(SPIKE_MEASURE)
-    if named is None:
-        return _missing("C2", "layer-1 previous-token attention around the binding step")
-    jumped = [r["measure"] for r in table["rows"] if r["kind"] == SPIKE_JUMPS]
-    ok = p["binding_rise"] >= k["C2_MIN_RISE"] and named["kind"] == SPIKE_JUMPS
-    detail = (f"1-var held-out {p['binding_from']:.2f} → {p['binding_to']:.2f} at step {p['binding']} "
-              f"(rise {p['binding_rise']:.2f}); binding interval {table['before_step']}–{table['at_step']}: layer-1 "
-              f"previous-token attention {named['before']:.2f} → {named['at']:.2f} ({named['kind']}; its largest "
-              f"change {named['largest_change']:+.2f} at {named['largest_step']}); jump at binding: "
-              f"{', '.join(jumped) or 'none'}")
-    reason = "" if ok else ("the spike is below the criterion" if p["binding_rise"] < k["C2_MIN_RISE"] else
-                            f"layer-1 previous-token attention is {named['kind']}, not starting at the spike")
-    return ClaimResult("C2", float(p["binding_rise"]), detail, _verdict(ok), reason)
+    routing = [rows[m] for m in SPIKE_ROUTING if m in rows]
+    if named is None or len(routing) < len(SPIKE_ROUTING):
+        return _missing("C2", "layer-1 attention and layer-2 routing around the binding step")
+
+    def where(r: dict) -> str:
+        return f"{r['measure']} fastest at {r['fastest_step']}" if r.get("fastest_step") is not None else r["measure"]
+
+    parts = {"spike": p["binding_rise"] >= k["C2_MIN_RISE"],
+             "routing at the spike": all(r.get("at_spike") for r in routing),
+             "previous-token head at the spike": bool(named.get("at_spike"))}
+    detail = (f"spike: 1-var held-out {p['binding_from']:.2f} → {p['binding_to']:.2f} at step {p['binding']} "
+              f"(rise {p['binding_rise']:.2f}), {_verdict(parts['spike'])}; routing circuit "
+              f"({', '.join(where(r) for r in routing)}; binding interval {table['before_step']}–{table['at_step']}), "
+              f"{_verdict(parts['routing at the spike'])}; previous-token head ({where(named)}, "
+              f"{named['before']:.2f} → {named['at']:.2f} across the binding interval, {named['kind']}), "
+              f"{_verdict(parts['previous-token head at the spike'])}")
+    failed = [name for name, ok in parts.items() if not ok]
+    reason = f"does not hold: {', '.join(failed)}" if failed else ""
+    return ClaimResult("C2", float(p["binding_rise"]), detail, _verdict(not failed), reason)
+
+
+RESTRICTED = re.compile(r"^1var_[a-z]+_(left|right)$")  # one variable at one forbidden side: 1var_b_right
+
+
+def later_jump(steps: list[int], values: list[float], binding: int, k: Cuts = CUT_VALUES) -> tuple[str, int | None]:
+    """How one restricted (variable, side) curve is fixed: ("later jump", step) when it is still at
+    most C3_FORBIDDEN_AT_BINDING at every evaluation from the binding step to C3_PLATEAU_STEPS after
+    it (the plateau) and reaches REFINEMENT_ACC after that; otherwise why not."""
+    low, end = k["C3_FORBIDDEN_AT_BINDING"], binding + k["C3_PLATEAU_STEPS"]
+    window = [v for s, v in zip(steps, values) if binding <= s <= end]
+    if not window or steps[-1] < end:
+        return "no evaluation after the plateau", None
+    if window[0] > low:
+        return "rose with binding", None
+    risen = next((s for s, v in zip(steps, values) if binding <= s <= end and v > low), None)
+    if risen is not None:
+        return "rose within the plateau", risen
+    fixed = next((s for s, v in zip(steps, values) if s > end and v >= k["REFINEMENT_ACC"]), None)
+    return ("later jump", fixed) if fixed is not None else ("never fixed", None)
 
 
 def c3(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    """Per restricted (variable, side) curve: C3 holds when at least one of them is still unsolved at
+    and for a plateau after the binding step, then fixed (a later phase, as `b` as right operand in
+    the paper: 5 % → 99 % at 14,500–16,000, binding at 5,401)."""
     if "dynamics" not in a:
         return _missing("C3", "dynamics")
     d, p = a["dynamics"], a["dynamics"]["phases"]
-    b_sets = [name for name in d["acc"] if name.startswith("1var_") and name.endswith("_right")]
-    extra = ""
-    if "1var_b_right" in d["acc"] and p["binding"] is not None:
-        after = [v for s, v in zip(d["steps"], d["acc"]["1var_b_right"]) if s >= p["binding"]]
-        extra = f"; `b` as right operand: min {min(after):.2f} after binding, final {after[-1]:.2f}"
-    elif b_sets:
-        extra = f"; sets {', '.join(b_sets)}"
+    curves = {n: v for n, v in d["acc"].items() if RESTRICTED.match(n)}
+    if not curves or p["binding"] is None:
+        return ClaimResult("C3", None, "", NOT_MEASURED, "no restricted (variable, side) sets or no binding step")
+    outcomes = {n: later_jump(d["steps"], v, p["binding"], k) for n, v in curves.items()}
+    jumps = {n: s for n, (what, s) in outcomes.items() if what == "later jump"}
+    text = ", ".join(f"{n}: {what}" + (f" at {s:,}" if s is not None else "") for n, (what, s) in outcomes.items())
     present = [n for n in AC.REFINEMENT_SETS if n in d["acc"]]
-    if not present or p["binding"] is None:
-        return ClaimResult("C3", None, "", NOT_MEASURED, "no forbidden-position sets or no binding step")
-    mean = np.mean([np.asarray(d["acc"][n], dtype=float) for n in present], axis=0)
-    refinement = next((s for s, v in zip(d["steps"], mean) if s > p["binding"] and v >= k["REFINEMENT_ACC"]), None)
-    if refinement is None:
-        return ClaimResult("C3", None, f"binding {p['binding']}{extra}", FAILS,
-                           "forbidden-position accuracy never reached the refinement threshold")
-    i = d["steps"].index(p["binding"])
-    at_binding = float(mean[i])
-    detail = (f"refinement at {refinement} (binding {p['binding']}, forbidden-position mean there "
-              f"{at_binding:.2f}), stays ≥ 95 % from {p['refinement_stable']}{extra}")
-    later = at_binding <= k["C3_FORBIDDEN_AT_BINDING"]
-    reason = "" if later else (f"forbidden positions were already at {at_binding:.2f} at the binding step: they rose "
-                               "with binding, not in a later phase")
-    return ClaimResult("C3", float(refinement), detail, _verdict(later), reason)
+    mean = np.mean([np.asarray(d["acc"][n], dtype=float) for n in present], axis=0) if present else None
+    refinement = None if mean is None else next(
+        (s for s, v in zip(d["steps"], mean) if s > p["binding"] and v >= k["REFINEMENT_ACC"]), None)
+    detail = (f"binding {p['binding']:,}; plateau {k['C3_PLATEAU_STEPS']:,.0f} steps at ≤ "
+              f"{k['C3_FORBIDDEN_AT_BINDING']:.0%}: {text}; forbidden-position mean ≥ {k['REFINEMENT_ACC']:.0%} from "
+              f"{refinement if refinement is not None else 'never'}")
+    reason = "" if jumps else "no restricted curve is fixed in a later phase (" + "; ".join(
+        sorted({what for what, _ in outcomes.values()})) + ")"
+    return ClaimResult("C3", float(max(jumps.values())) if jumps else None, detail, _verdict(bool(jumps)), reason)
 
 
 def c4(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
@@ -358,7 +388,8 @@ def c10(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     att, w = a["attention"]["by_step"].get(final), a["weights"]["by_step"].get(final)
     if att is None or w is None:
         return _missing("C10", "final-checkpoint attention/weights")
-    ok = att["prev_token_argmax"] >= k["C10_PREV_TOKEN"] and w["qk2_identity"] >= k["C10_QK_IDENTITY"]
+    ok = (att["prev_token_argmax"] >= k["C10_PREV_TOKEN"] and w["qk2_identity"] >= k["C10_QK_IDENTITY"]
+          and att["routing_acc"] >= k["C10_ROUTING"])
     detail = (f"previous-token argmax {att['prev_token_argmax']:.3f} (mean weight {att['prev_token']:.3f}); "
               f"QK₂ identity {w['qk2_identity']:.3f} (margin {w['qk2_margin']:.2f}); layer-2 routing "
               f"{att['routing_acc']:.3f}")
