@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import torch
 from safetensors.torch import load_file
 
+from assign_add.config import ConfigError
 from assign_add.io import read_jsonl
 from assign_add.run import RunError, open_run
 from assign_add.train.trainer import checkpoint_schedule, train
@@ -167,3 +168,22 @@ def test_chunked_evaluator_equals_evaluate_on_any_sets_and_chunk(sizes, chunk, s
     assert got["acc"] == want["acc"]
     for name, n in zip(sets, sizes):
         assert got["loss"][name] == pytest.approx(want["loss"][name], rel=n * 2**-24, abs=1e-7)
+
+
+def test_init_seed_and_data_seed_apart(tmp_path):
+    """train.seed means both; init_seed / data_seed set the weights and the data order apart."""
+    short = ["train.steps=20", "train.eval_every=10", "train.batch_size=64", "train.checkpoint_every=10"]
+    both = train(small_paper_cfg(*short, "train.seed=7"), tmp_path / "both").run
+    split = train(small_paper_cfg(*short, "train.seed=1", "train.init_seed=7", "train.data_seed=7"),
+                  tmp_path / "split").run
+    other_data = train(small_paper_cfg(*short, "train.seed=7", "train.data_seed=8"), tmp_path / "other").run
+
+    def weights(run, step):
+        return load_file(str(run.checkpoint_path(step)))
+
+    same = lambda a, b: all(torch.equal(a[k], b[k]) for k in a)  # noqa: E731
+    assert same(weights(both, 20), weights(split, 20)), "seed=7 is init_seed=7 and data_seed=7"
+    assert same(weights(both, 0), weights(other_data, 0)), "same initial weights"
+    assert not same(weights(both, 20), weights(other_data, 20)), "another data order trains other weights"
+    with pytest.raises(ConfigError, match="train.data_seed"):
+        small_paper_cfg("train.data_seed=-2")

@@ -92,6 +92,10 @@ class TrainConfig:
     """Optimisation, evaluation and checkpointing (SPEC section 4)."""
 
     seed: int = 42
+    # the two sources of randomness apart (-1: train.seed): the initial weights, and the data order
+    # (the batch of step s is a function of (data seed, s)), so their effects can be separated
+    init_seed: int = -1
+    data_seed: int = -1
     steps: int = 40_000
     batch_size: int = 512
     lr: float = 1e-3
@@ -108,6 +112,17 @@ class TrainConfig:
     precision: str = "fp32"
     threads: int = 0
     compile: bool = False  # torch.compile the training step's forward (faster for long runs; ~30 s to compile)
+
+
+    @property
+    def weights_seed(self) -> int:
+        """The seed of the initial weights: ``init_seed``, else ``seed``."""
+        return self.seed if self.init_seed < 0 else self.init_seed
+
+    @property
+    def order_seed(self) -> int:
+        """The seed of the data order: ``data_seed``, else ``seed``."""
+        return self.seed if self.data_seed < 0 else self.data_seed
 
 
 @dataclass
@@ -238,6 +253,10 @@ def _check_seeds(section: str, obj: Any, names: tuple[str, ...]) -> None:
 def _validate_train(t: TrainConfig) -> None:
     _check_finite("train", t)
     _check_seeds("train", t, ("seed",))
+    for name in ("init_seed", "data_seed"):
+        if not (-1 <= getattr(t, name) < 2**63):
+            raise ConfigError(f"train.{name}", f"must be -1 (same as train.seed) or an integer in [0, 2^63), "
+                              f"got {getattr(t, name)}")
     for name in ("steps", "batch_size", "eval_every", "state_every"):
         if getattr(t, name) < 1:
             raise ConfigError(f"train.{name}", f"must be >= 1, got {getattr(t, name)}")

@@ -1,6 +1,8 @@
 """The training loop (SPEC section 4).
 
-Fresh batches every step (the batch for step ``s`` is a pure function of ``(train.seed, s)``),
+Fresh batches every step (the batch for step ``s`` is a pure function of the data seed and ``s``;
+``train.init_seed`` / ``train.data_seed`` set the weights' and the data order's seeds apart, both
+``train.seed`` by default),
 AdamW, loss on the answer position only, through the exact fast forward of
 :mod:`assign_add.model.fast`.  Every ``eval_every`` steps one JSON record goes to
 ``metrics.jsonl``; checkpoints follow :func:`checkpoint_schedule`; the optimiser state is saved
@@ -187,7 +189,7 @@ def open_for_training(cfg: RunConfig, out: Path, resume: bool, force: bool, devi
     check_eval_sets(cfg)
     run, lock, resuming = prepare_run_dir(out, cfg, resume, force)
     try:
-        model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed).to(device)
+        model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.weights_seed).to(device)
         opt = make_optimizer(model, cfg)
         start, extra = 0, {}
         if resuming:
@@ -233,7 +235,7 @@ def train(
 def _train_loop(cfg: RunConfig, writer: RunWriter, model: AssignAddTransformer, opt: torch.optim.Optimizer,
                 start: int, device: torch.device, progress: ProgressFn | None, stop_after: int | None) -> TrainResult:
     t = cfg.train
-    sampler = Sampler(cfg.task, t.seed, writer.run.partitions())
+    sampler = Sampler(cfg.task, t.order_seed, writer.run.partitions())
     autocast = autocast_for(cfg, device)
     forward = compiled_answer_logits() if t.compile else fast_answer_logits
     if progress and start == 0:
