@@ -21,6 +21,7 @@ import torch
 from assign_add.analysis import (
     attention,
     causal,
+    criteria,
     dynamics,
     fourier,
     gradients,
@@ -171,6 +172,10 @@ def _attention_finish(ctx: Context, section: dict) -> None:
 
 
 def _representation_finish(ctx: Context, section: dict) -> None:
+    held = [ctx.sets[k].take(slice(0, PROBE_SEQUENCES)) for k in ("1var_heldout", "2var_heldout") if k in ctx.sets]
+    if held:  # the same comparison on sums never trained in any form
+        section["final_heldout"] = representation.shared_representation(
+            ctx.final_model, Batch.concat(held), ctx.vocab).to_json()
     res = representation.shared_representation(ctx.final_model, ctx.probe, ctx.vocab)
     section["final"] = {**res.to_json(), "step": ctx.final}
 
@@ -183,6 +188,12 @@ def _fourier_finish(ctx: Context, section: dict) -> None:
     res, raw = fourier.fourier_analysis(ctx.final_model, ctx.vocab, forms)
     best = np.argsort(-raw["fit"].fve)[:2]
     section.update(step=ctx.final, **res.to_json())
+    # the null: the same measure on the first checkpoint (the initial weights)
+    first = ctx.steps[0]
+    null = fourier.fit_neurons(fourier.preactivation_grid(ctx.run.load_model(first), ctx.vocab, forms["0var"]))
+    strong = null.fve > criteria.FOURIER_NEURON_FVE
+    section["initial"] = {"step": first, "n_frequency_neurons": int(strong.sum()), "n_neurons": int(len(null.fve)),
+                          "mean_fve": float(null.fve.mean())}
     section["example_grids"] = {str(int(j)): raw["grid"][:, :, j].round(4).tolist() for j in best}
 
 
