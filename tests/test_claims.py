@@ -52,8 +52,8 @@ def raw_evidence() -> dict:
                                    "centred_matched_mean": 0.78, "centred_shuffled_mean": 0.0,
                                    "centred_other_sum_mean": 0.2},
         "fourier": {"share": 0.5, "shared_corr": 0.98, "initial_share": 0.0},
-        "gradient_rows": {c: {"diag_mean": 1.0, "offdiag_mean": 0.1, "corr_with_later_qk": 0.6, "diag_argmax": 0.8}
-                          for c in CHECKPOINTS if c < 1600},
+        "gradient_rows": {c: {"diag_mean": 1.0, "offdiag_mean": 0.1, "corr_with_later_qk": 0.6, "diag_argmax": 0.8,
+                              "corr_null95": 0.2, "own_qk_corr": 0.1} for c in CHECKPOINTS if c < 1600},
         "sweep_threshold": {"f": 0.26, "r": 0.21},
     }
 
@@ -303,3 +303,12 @@ def test_c8_needs_the_centred_cosine_above_both_nulls_on_held_out_pairs_too():
     res = evaluate_claims(build(ev))
     assert res["C8"].verdict == FAILS and "held-out pairs: matched 0.950" in res["C8"].detail
     assert {k for k, r in res.items() if r.verdict != HOLDS} == {"C8"}
+
+
+def test_c11_must_beat_its_permutation_null():
+    ev = raw_evidence()
+    for r in ev["gradient_rows"].values():
+        r["corr_null95"] = 0.65  # a correlation of 0.6 that label-permuted references reach as often
+    res = evaluate_claims(build(ev))
+    assert res["C11"].verdict == FAILS and "does not beat its permutation null" in res["C11"].reason
+    assert {k for k, r in res.items() if r.verdict != HOLDS} == {"C11"}

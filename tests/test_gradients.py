@@ -133,3 +133,14 @@ def test_window_stats_by_hand():
     pre = {"10": {"hold": False}, "20": {"hold": True}}
     summary = G.summarize_theory({"preconditions": pre, "by_step": by})
     assert summary["window"]["steps"] == [20] and summary["from_start"]["steps"] == [10, 20]
+
+
+def test_permuted_label_null_of_an_identity_match():
+    from assign_add.analysis.gradients import permuted_corr_null
+
+    eye = np.eye(12)
+    # corr(I, P·I) grows with P's fixed points; a random permutation of 12 fixes about one, so it stays small
+    null = permuted_corr_null(eye, eye)
+    assert np.corrcoef(eye.ravel(), eye.ravel())[0, 1] == pytest.approx(1.0)
+    assert null < 0.35, "a random relabelling rarely keeps the identity lined up"
+    assert permuted_corr_null(eye, eye) == null, "seeded: the same null twice"

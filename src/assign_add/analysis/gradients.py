@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import torch
 
-from assign_add.analysis.weights import ov_circuit
+from assign_add.analysis.weights import ov_circuit, variable_qk_matrix
 from assign_add.model.fast import answer_loss
 from assign_add.model.hooked import AssignAddTransformer
 from assign_add.analysis.attention import first_layer_pattern, previous_token
@@ -46,6 +46,8 @@ MIN_SEQUENCES = 50  # per sample: fewer sequences satisfying (b) and the checkpo
 THEORY_SAMPLES = 3
 THEORY_SAMPLE_SIZE = 1024  # 1-var sequences drawn per sample, before the filter (b)
 THEORY_SEED = 12345
+NULL_PERMUTATIONS = 200  # label permutations for the correlation's null
+NULL_SEED = 0
 
 
 @dataclass
@@ -55,6 +57,10 @@ class GradientResult:
     diag_argmax: float
     corr_with_later_qk: float | None
     matrix: list[list[float]]
+    # nulls for the correlation: its 95th percentile with the reference's variable labels permuted
+    # (rows shuffled: the identity no longer lines up), and the checkpoint's own QK₂ against the reference
+    corr_null95: float | None = None
+    own_qk_corr: float | None = None
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -104,8 +110,22 @@ def gradient_analysis(
     with torch.no_grad():
         m = _basis_product(variable_basis(model, vocab), -g)
     d, o, a = diagonal_stats(m)
-    corr = float(np.corrcoef(m.reshape(-1), later_qk.reshape(-1))[0, 1]) if later_qk is not None else None
-    return GradientResult(d, o, a, corr, m.tolist())
+    if later_qk is None:
+        return GradientResult(d, o, a, None, m.tolist())
+    own = variable_qk_matrix(model, vocab)
+    return GradientResult(d, o, a, _corr(m, later_qk), m.tolist(), permuted_corr_null(m, later_qk), _corr(own, later_qk))
+
+
+def _corr(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.corrcoef(a.reshape(-1), b.reshape(-1))[0, 1])
+
+
+def permuted_corr_null(m: np.ndarray, reference: np.ndarray, draws: int = NULL_PERMUTATIONS,
+                       quantile: float = 0.95) -> float:
+    """The ``quantile`` of corr(m, reference with its rows permuted) over random permutations: what the
+    correlation reaches when the variables' labels no longer match (seeded, so reproducible)."""
+    rng = np.random.default_rng(NULL_SEED)
+    return float(np.quantile([_corr(m, reference[rng.permutation(len(reference))]) for _ in range(draws)], quantile))
 
 
 # --------------------------------------------------------------------------- under the preconditions
@@ -185,8 +205,13 @@ def window_stats(by_step: dict[str, list[dict]], steps: list[int]) -> dict:
     corr = [float(np.nanmean([np.nan if r["corr_with_later_qk"] is None else r["corr_with_later_qk"] for r in rows]))
             for rows in per_sample]
     argmax = [float(np.mean([r["diag_argmax"] for r in rows])) for rows in per_sample]
+
+    def mean_of(key: str) -> list[float] | None:
+        vals = [float(np.mean([r[key] for r in rows])) for rows in per_sample if all(r.get(key) is not None for r in rows)]
+        return _mean_sd(vals) if vals else None
+
     return {"steps": steps, "samples": len(per_sample), "diag_share": _mean_sd(diag), "corr": _mean_sd(corr),
-            "diag_argmax": _mean_sd(argmax)}
+            "diag_argmax": _mean_sd(argmax), "corr_null95": mean_of("corr_null95"), "own_qk_corr": mean_of("own_qk_corr")}
 
 
 def summarize_theory(theory: dict) -> dict:

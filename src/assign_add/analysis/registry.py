@@ -221,9 +221,13 @@ def _gradients_finish(ctx: Context, section: dict) -> None:
         theory["preconditions"][str(s)] = pre.to_json()
         if pre.carried_min >= gradients.MIN_SEQUENCES:
             theory["by_step"][str(s)] = [r.to_json() for r in gradients.theory_gradients(model, samples, masks, ctx.vocab, reference)]
-        if s in chosen:
+        if s in chosen or pre.hold:  # the full mixture in the theory's window too, in the same basis
             full[str(s)] = gradients.gradient_analysis(model, drawn["mixture"], ctx.vocab, reference).to_json()
     theory["summary"] = gradients.summarize_theory(theory)
+    window = (theory["summary"]["window"] or {}).get("steps", [])
+    if window:
+        theory["summary"]["full_mixture_window"] = gradients.window_stats({s: [full[s]] for s in map(str, window)},
+                                                                          window)
     section.update(reference_step=ctx.final, binding=binding, by_step=full, theory=theory)
 
 

@@ -112,7 +112,8 @@ CLAIMS = [
           f"at the checkpoints before binding where the theory's preconditions hold (previous-token argmax ≥ "
           f"{PREV_TOKEN_MIN:.0%}; 1-var sequences whose = attends more to the variable operand), −∇QK₂ in the "
           f"variable basis has diagonal mean > off-diagonal mean at ≥ {C11_DIAG_SHARE:.0%} of them and mean "
-          f"correlation with the final QK₂ ≥ {C11_CORR} (means over 3 disjoint samples)"),
+          f"correlation with the final QK₂ ≥ {C11_CORR} and above the 95th percentile of the same correlation with the "
+          "variables' labels permuted (means over 3 disjoint samples); the verdict is about the theory's setting"),
 ]
 BY_ID = {c.id: c for c in CLAIMS}
 
@@ -444,12 +445,24 @@ def c11(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
         return ClaimResult("C11", None, f"{earlier}; {plain}".strip("; "), NOT_MEASURED,
                            f"the preconditions (previous-token argmax ≥ {PREV_TOKEN_MIN}, ≥ {MIN_SEQUENCES} sequences "
                            "per sample whose = carries the variable) hold at no checkpoint before binding")
-    ok = win["diag_share"][0] >= k["C11_DIAG_SHARE"] and win["corr"][0] >= k["C11_CORR"]
+    null, own = win.get("corr_null95"), win.get("own_qk_corr")
+    if null is None:
+        return _missing("C11", "the correlation's permutation null (re-run assign-add analyze)")
+    beats_null = win["corr"][0] > null[0]
+    ok = win["diag_share"][0] >= k["C11_DIAG_SHARE"] and win["corr"][0] >= k["C11_CORR"] and beats_null
+    mixture = summary.get("full_mixture_window")
+    in_window = (f"full training mixture in the same window: diagonal share {_fmt_ms(mixture['diag_share'])}, "
+                 f"correlation {_fmt_ms(mixture['corr'])}" if mixture else "")
     detail = (f"window {win['steps'][0]}–{win['steps'][-1]} ({len(win['steps'])} checkpoints before binding where "
               f"the preconditions hold), {win['samples']} disjoint samples: diagonal > off-diagonal share "
-              f"{_fmt_ms(win['diag_share'])}, correlation with the final QK₂ {_fmt_ms(win['corr'])}, rows with a "
-              f"diagonal maximum {_fmt_ms(win['diag_argmax'])}; {earlier}; {plain}")
-    return ClaimResult("C11", float(win["corr"][0]), detail, _verdict(ok))
+              f"{_fmt_ms(win['diag_share'])}, correlation with the final QK₂ {_fmt_ms(win['corr'])} (null with the "
+              f"variables' labels permuted, 95th percentile: {_fmt_ms(null)}; the checkpoint's own QK₂ already "
+              f"correlates {_fmt_ms(own) if own else '—'}), rows with a diagonal maximum {_fmt_ms(win['diag_argmax'])}"
+              f"; {in_window}; {earlier}; {plain}").replace("; ;", ";")
+    reason = "in the theory's setting (1-var sequences whose = carries the variable, with the previous-token head)"
+    if not beats_null:
+        reason += "; the correlation does not beat its permutation null"
+    return ClaimResult("C11", float(win["corr"][0]), detail, _verdict(ok), reason)
 
 
 CLAIM_FUNCTIONS: dict[str, Callable[[dict], ClaimResult]] = {
