@@ -101,7 +101,7 @@ def test_report_renders_in_headless_chromium(quick):
         page.goto(Path(res.html).resolve().as_uri())
         page.wait_for_load_state("load")
         assert page.locator("#claims").is_visible()
-        assert page.locator("#claims tr.claim").count() == 11
+        assert page.locator("#claims tr.claim").count() == len(CLAIMS)  # the binding row and C1–C11
         figures = page.locator("div.figure")
         assert figures.count() >= 10
         for i in range(figures.count()):
@@ -131,7 +131,15 @@ def test_sweep_results_supply_c6_and_c7():
     far = dict(sweep, threshold=dict(sweep["threshold"], estimate=0.7, low=0.65, high=0.75))
     assert c6({"sweeps": {"f": far}}).verdict == FAILS
     rising = dict(far, convergence=dict(sweep["convergence"], unconverged_near=[0.6]))
-    assert c6({"sweeps": {"f": rising}}).verdict == f"{NOT_CONVERGED} at 30,000 steps"
+    flagged = c6({"sweeps": {"f": rising}})
+    assert flagged.verdict == FAILS and flagged.reason.startswith(f"{NOT_CONVERGED} at 30,000 steps"), \
+        "the convergence flag beside the verdict, never instead of it"
+    rows = [{"value": v, "two_var_share": share, "unbound_seeds": [43] if v == 0.1 else []}
+            for v, share in ((0.1, 0.03), (0.2, 0.06), (0.3, 0.09))]
+    r = c7({"sweeps": {"r": dict(sweep, rows=rows, threshold=dict(sweep["threshold"], estimate=0.25, low=0.2, high=0.3),
+                                 thresholds_by_level={"0.5": {"estimate": 0.12, "low": 0.1, "high": 0.15}})}})
+    assert "a 2-var share of 0.075 of training rows" in r.detail, "r also as the 2-var share (interpolated)"
+    assert "runs that never bound: 0.1 (seed 43)" in r.detail and "at 50%: 0.120" in r.detail
     never = dict(sweep, threshold=dict(sweep["threshold"], estimate=None, low=None, high=None))
     assert c6({"sweeps": {"f": never}}).verdict == FAILS
     assert c6({"sweeps": {"f": dict(sweep, unfinished=[{"value": 0.5, "seed": 42}])}}).verdict == NOT_MEASURED

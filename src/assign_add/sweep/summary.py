@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from assign_add.analysis.criteria import BINDING_ACC, BINDING_SET
 from assign_add.config import ConfigError
 from assign_add.io import atomic_write_json, atomic_write_text
 from assign_add.run import RunDir
@@ -30,6 +31,7 @@ CONVERGENCE_MARGIN = 0.02
 # The points that decide a threshold: the swept values just below it (they are the ones that
 # would move it if they rose further).  With no crossing, the highest values below the level.
 NEAR_POINTS = 2
+LEVELS = (0.5, 0.8, 0.9)  # accuracy levels at which the threshold is also read
 
 
 @dataclass
@@ -44,6 +46,7 @@ class PointResult:
     converged: bool
     two_var_share: float
     seconds: float
+    bound: bool | None = None  # 1-var held-out ever ≥ the binding level (None: not evaluated)
 
     def to_json(self) -> dict:
         return dict(self.__dict__)
@@ -67,9 +70,11 @@ def read_point(spec: SweepSpec, root: Path, value: float, seed: int) -> PointRes
     third, two_thirds = score_at(curve, spec.steps // 3), score_at(curve, 2 * spec.steps // 3)
     final = curve[-1][1]
     rise = None if two_thirds is None else final - two_thirds
+    heldout = [r["acc"][BINDING_SET] for r in records if BINDING_SET in r.get("acc", {})]
     return PointResult(value, seed, final, curve, third, two_thirds, rise,
                        rise is None or rise <= CONVERGENCE_MARGIN,
-                       training_type_probs(spec.point_config(value, seed).task)[3], float(records[-1]["time"]))
+                       training_type_probs(spec.point_config(value, seed).task)[3], float(records[-1]["time"]),
+                       max(heldout) >= BINDING_ACC if heldout else None)
 
 
 def _mean(values: list[float]) -> float | None:
@@ -94,12 +99,16 @@ def summarize(spec: SweepSpec, root: Path) -> dict:
             "at_two_thirds": _mean([p.at_two_thirds for p in res if p.at_two_thirds is not None]),
             "max_rise_last_third": max((p.rise_last_third for p in res if p.rise_last_third is not None), default=None),
             "converged": all(p.converged for p in res) if res else None,
+            "unbound_seeds": [p.seed for p in res if p.bound is False],
         })
     grid = np.full((len(spec.seeds), len(spec.values)), np.nan)
     for (v, s), p in points.items():
         if p is not None:
             grid[spec.seeds.index(s), spec.values.index(v)] = p.score
     thr = estimate_threshold(np.asarray(spec.values), grid, level=LEVEL).to_json()
+    # the same threshold read at other levels, so a verdict does not hang on the choice of 90 %
+    by_level = {f"{lv:g}": estimate_threshold(np.asarray(spec.values), grid, level=lv, n_boot=200).to_json()
+                for lv in LEVELS}
     near = near_values(rows, thr["estimate"])
     unconverged = [r["value"] for r in rows if r["value"] in near and r["converged"] is False]
     unfinished = [{"value": v, "seed": s} for (v, s), p in points.items() if p is None]
@@ -108,6 +117,7 @@ def summarize(spec: SweepSpec, root: Path) -> dict:
         "protocol": protocol_line(spec),
         "rows": rows,
         "threshold": thr,
+        "thresholds_by_level": {lv: {k: t[k] for k in ("estimate", "low", "high")} for lv, t in by_level.items()},
         "convergence": {"margin": CONVERGENCE_MARGIN, "near_values": near, "unconverged_near": unconverged,
                         "unconverged": [r["value"] for r in rows if r["converged"] is False]},
         "unfinished": unfinished,
@@ -138,14 +148,16 @@ def _fmt(v: float | None, digits: int = 4) -> str:
 def table_markdown(spec: SweepSpec, summary: dict) -> str:
     third, two = f"at {spec.steps // 3:,}", f"at {2 * spec.steps // 3:,}"
     lines = [f"Protocol: {summary['protocol']}.", "",
-             f"| {spec.param} | 2-var share | {spec.score} mean | sd | per seed | {third} | {two} | converged |",
-             "|---|---|---|---|---|---|---|---|"]
+             f"| {spec.param} | 2-var share | {spec.score} mean | sd | per seed | {third} | {two} | converged | "
+             "never bound |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in summary["rows"]:
         per = ", ".join(f"{k}: {_fmt(v)}" for k, v in r["per_seed"].items()) or "unfinished"
         conv = "—" if r["converged"] is None else ("yes" if r["converged"] else
                                                    f"no (+{r['max_rise_last_third']:.3f} in the last third)")
+        unbound = ", ".join(f"seed {x}" for x in r.get("unbound_seeds", [])) or "—"
         lines.append(f"| {r['value']:.4g} | {_fmt(r['two_var_share'], 3)} | {_fmt(r['mean'])} | {_fmt(r['sd'])} | "
-                     f"{per} | {_fmt(r['at_third'])} | {_fmt(r['at_two_thirds'])} | {conv} |")
+                     f"{per} | {_fmt(r['at_third'])} | {_fmt(r['at_two_thirds'])} | {conv} | {unbound} |")
     lines += ["", *threshold_lines(spec, summary)]
     return "\n".join(lines) + "\n"
 
