@@ -306,6 +306,9 @@ MISTAKES = [  # (arguments, fragment of the one error line); {tmp} is a fresh fo
     (("explore", "{tmp}/nowhere"), "not a run directory"),
     (("explore", "{tmp}/nowhere", "--cache", "0"), "--cache"),
     (("explore", "{tmp}/nowhere", "--port", "70000"), "--port"),
+    (("bench", "--what", "explore"), "--run"),
+    (("phases", "{tmp}/nowhere"), "not a run directory"),
+    (("train", "--out", "{tmp}/r", "train.data_seed=-2"), "train.data_seed"),
 ]
 
 
