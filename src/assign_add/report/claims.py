@@ -244,6 +244,11 @@ def c2(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
               f"{_verdict(parts['previous-token head at the spike'])}")
     failed = [name for name, ok in parts.items() if not ok]
     reason = f"does not hold: {', '.join(failed)}" if failed else ""
+    gaps = table.get("intervals")
+    if gaps and gaps[1] > 2 * gaps[0]:  # uneven checkpoints bias a per-step comparison towards the dense ones
+        reason = "; ".join(x for x in (reason, f"checkpoint intervals {gaps[0]:,}–{gaps[1]:,} steps: a rate over a "
+                                       "long interval averages away its peak, so the densely checkpointed stretch "
+                                       "is favoured") if x)
     return ClaimResult("C2", float(p["binding_rise"]), detail, _verdict(not failed), reason)
 
 
