@@ -122,9 +122,12 @@ def test_a_late_gradual_binder_gets_its_climb_not_the_early_rise_as_binding():
     p = dynamics.detect_phases(curves)
     assert p.binding_reached == 3600
     assert p.binding in (3200, 3400, 3600) and p.binding_from >= 0.30 and p.binding_rise == pytest.approx(0.22)
-    # a run that never reaches the level keeps the largest rise anywhere, and no binding step
+    # a run that never reaches the level has no binding step at all: censored at its last step, its
+    # largest rise (with addition, at step 200) only named in the note
     never = dynamics.detect_phases(dynamics.Curves(steps, {"1var_heldout": [min(a, 0.6) for a in acc]}))
-    assert never.binding_reached is None and never.binding == 200
+    assert never.binding_reached is None and never.binding is None and never.binding_rise is None
+    assert not never.bound and never.last_step == 4000
+    assert any(n.startswith("not bound by step 4000") and "at step 200" in n for n in never.notes)
 
 # --------------------------------------------------------------------------- the released checkpoints
 
