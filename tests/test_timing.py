@@ -76,3 +76,11 @@ def test_survey_from_metrics_records_censors_the_run_that_never_binds():
     assert out["per_run"]["b"]["addition"] == 500 and out["per_run"]["b"]["spike"] is None
     km = out["binding_survival"]
     assert (km["bound"], km["n"], km["median"]) == (1, 2, 700), "S(700) = 1/2"
+
+
+def test_bound_by_t_only_up_to_the_earliest_end_of_watching():
+    per_seed = [{"binding": None, "last_step": 10_000}, {"binding": 20_000, "last_step": 40_000},
+                {"binding": None, "last_step": 40_000}]
+    km = timing.binding_survival(per_seed)
+    assert (km["bound"], km["n"], km["horizon"]) == (0, 3, 10_000), "by 10,000 none had bound"
+    assert km["median"] == 20_000, "S(20,000) = 1 − 1/2: the seed censored at 10,000 is no longer at risk"

@@ -120,7 +120,7 @@ def data_cmd(
             console.print(f"{name}\t{len(batch)}", highlight=False)
         return
     if split == "train":
-        batch = Sampler(cfg.task, cfg.train.seed, parts).batch(0, n)
+        batch = Sampler(cfg.task, cfg.train.order_seed, parts).batch(0, n)
     else:
         sets = build_eval_sets(cfg.task, parts)
         if split not in sets:

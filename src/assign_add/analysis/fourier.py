@@ -101,7 +101,6 @@ def templates_for(batch: Batch, vocab: Vocab, count: int) -> list[tuple[np.ndarr
 
 
 @torch.no_grad()
-@torch.no_grad()
 def preactivation_grid(model: AssignAddTransformer, vocab: Vocab, batch: Batch, n_templates: int = 4) -> np.ndarray:
     """Mean over templates of the final-position layer-2 MLP pre-activations, [N, N, d_mlp]
     (the forward pass stops at that hook: nothing after it is computed or kept)."""

@@ -207,8 +207,11 @@ def _gradients_finish(ctx: Context, section: dict) -> None:
     """−∇QK₂ before binding: under the theory's preconditions (every pre-binding checkpoint, three
     disjoint samples), and on the full training mixture at up to GRADIENT_CHECKPOINTS checkpoints."""
     binding = ctx.phases.binding
-    until = binding if binding is not None else ctx.final
-    early = [s for s in ctx.steps if s < until] or ctx.steps[:1]
+    if binding is None:  # not bound: C11 is not judged, so only the figure's GRADIENT_CHECKPOINTS over the run
+        early = sorted({ctx.steps[int(round(x))] for x in np.linspace(0, len(ctx.steps) - 1,
+                                                                        min(GRADIENT_CHECKPOINTS, len(ctx.steps)))})
+    else:
+        early = [s for s in ctx.steps if s < binding] or ctx.steps[:1]
     reference = weights.variable_qk_matrix(ctx.final_model, ctx.vocab)
     drawn = sampled_inputs(ctx.run, ctx.cfg, ctx.vocab)
     samples = [drawn[k] for k in sorted(drawn) if k.startswith("theory_")]

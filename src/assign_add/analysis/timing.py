@@ -96,9 +96,11 @@ def binding_survival(per_seed: list[dict[str, int | None]]) -> dict | None:
         return None
     times, observed = [t for t, _ in rows], [e for _, e in rows]
     curve = kaplan_meier(times, observed)
-    k, n = sum(observed), len(rows)
     ends = sorted({t for t, e in rows if not e})
-    horizon = max(s.get("last_step") or 0 for s in per_seed)
+    # "k of n bound by T" is known only up to the earliest end of watching: a run censored at 10,000
+    # is not known to be unbound at 40,000.  T is the smallest last step over the runs.
+    horizon = min(s.get("last_step") or 0 for s in per_seed if s.get("last_step") is not None)
+    k, n = sum(1 for t, e in rows if e and t <= horizon), len(rows)
     low, high = wilson_interval(k, n)
     return {"n": n, "bound": k, "censored_at": ends, "horizon": horizon, "curve": curve,
             "median": km_median(curve), "bound_fraction": k / n, "bound_fraction_ci95": [low, high]}

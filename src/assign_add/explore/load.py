@@ -66,6 +66,7 @@ def measure_rate(run: RunDir, clients: int = 8, seconds: float = 10.0, cache_siz
                 _drive(base, texts, lambda i: steps[i % len(steps)], "across steps", clients, seconds)]
     finally:
         server.shutdown()
+        server.server_close()
 
 
 def _drive(base: str, texts: list[str], step_of, where: str, clients: int, seconds: float) -> LoadResult:

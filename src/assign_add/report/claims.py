@@ -2,9 +2,9 @@
 
 Each claim is a function from one source's ``analysis.json`` (a retrained run, or the imported
 released checkpoints) to a :class:`ClaimResult`: the measured value, a readable detail, and a
-verdict computed here from the criterion stated in ``CRITERIA`` -- never written by hand.  A
-claim whose inputs are missing is "not measured", with the reason.  Thresholds come from
-:mod:`assign_add.analysis.criteria` or are stated next to the claim.
+verdict computed here from the claim's criterion -- never written by hand.  A claim whose inputs
+are missing is "not measured", with the reason.  Every cut is stated once, with its basis, in
+:mod:`assign_add.report.cuts`; each verdict says how it moves when a cut moves by ±20 %.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from assign_add.analysis import criteria as AC
 from assign_add.analysis.gradients import MIN_SEQUENCES, PREV_TOKEN_MIN
 from assign_add.analysis.spike import C2_MEASURE as SPIKE_MEASURE
 from assign_add.analysis.spike import C2_ROUTING as SPIKE_ROUTING
-from assign_add.report.cuts import CLAIM_CUTS, CUTS, MOVE
+from assign_add.report.cuts import CLAIM_CUTS, CUTS, MOVE, Cut
 from assign_add.report.cuts import VALUES as CUT_VALUES
 
 HOLDS, FAILS, NOT_MEASURED, MIXED = "holds", "does not hold", "not measured", "mixed"
@@ -27,7 +27,7 @@ NOT_BOUND = "not bound by"  # verdict prefix: "not bound by 20,000"
 PAPER_STEPS = 40_000  # the authors' run
 AGGREGATE_RULE = ("over seeds: claims that presuppose the binding circuit (C2–C4, C8–C11) are judged over the seeds "
                   "that bound, the others shown as 'not bound by T' and not counted; C1 and C5 over all seeds. A "
-                  "verdict shared by every seed that measured the claim is kept (holds, does not hold, not converged); "
+                  "verdict shared by every seed that measured the claim is kept (holds, does not hold); "
                   "seeds that disagree give 'mixed', with how many seeds it holds in; the value is the mean ± sd "
                   "(n − 1) over seeds, each seed's value beside it")
 # Claims about the binding circuit or what it feeds: a run in which it has not formed has nothing to judge.
@@ -160,9 +160,13 @@ def not_bound_verdict(step: int | None) -> str:
 
 
 def is_bound(a: dict) -> bool | None:
-    """Whether the run reached the binding level; None without dynamics."""
-    p = a.get("dynamics", {}).get("phases")
-    return None if p is None else p.get("binding_reached") is not None
+    """Whether the run reached the binding level; None where binding was not measured (no dynamics,
+    no 1-var held-out accuracy, or fewer than two evaluations)."""
+    d = a.get("dynamics", {})
+    p = d.get("phases")
+    if p is None or AC.BINDING_SET not in d.get("acc", {}) or len(d.get("steps", [])) < 2:
+        return None
+    return p.get("binding_reached") is not None
 
 
 def unbound_detail(a: dict) -> str:
@@ -172,8 +176,8 @@ def unbound_detail(a: dict) -> str:
 
 
 def binding(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
-    if "dynamics" not in a:
-        return _missing("B", "dynamics")
+    if is_bound(a) is None:
+        return _missing("B", f"{AC.BINDING_SET} at two or more evaluations")
     d, end = a["dynamics"], last_step(a)
     p, level = d["phases"], k["BINDING_ACC"]
     curve = d["acc"].get(AC.BINDING_SET, [])
@@ -192,17 +196,21 @@ def c1(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if "dynamics" not in a:
         return _missing("C1", "dynamics")
     d, p = a["dynamics"], a["dynamics"]["phases"]
-    if p["addition"] is not None and p["binding_reached"] is None:  # addition without binding (yet) agrees with C1
+    if p["addition"] is not None and is_bound(a) is False:  # addition without binding (yet) agrees with C1
         end = last_step(a)
         acc = _acc_at(d, "0var_heldout", end)
-        ok = acc is not None and acc >= k["C1_ZERO_VAR_HELDOUT_BEFORE_BINDING"]
+        if acc is None:
+            return _missing("C1", "0-var held-out accuracy")
+        ok = acc >= k["C1_ZERO_VAR_HELDOUT_BEFORE_BINDING"]
         return ClaimResult("C1", float(p["addition"]), f"addition at {p['addition']}, not bound by {end:,}; 0-var "
                            f"held-out {acc:.3f} at step {end:,}", _verdict(ok))
     if p["addition"] is None or p["binding"] is None:
         return ClaimResult("C1", None, f"addition {p['addition']}, binding {p['binding']}", FAILS, "a phase was not found")
     before = d["steps"][max(d["steps"].index(p["binding"]) - 1, 0)]
     acc = _acc_at(d, "0var_heldout", before)
-    ok = p["addition"] < p["binding"] and acc is not None and acc >= k["C1_ZERO_VAR_HELDOUT_BEFORE_BINDING"]
+    if acc is None:
+        return _missing("C1", "0-var held-out accuracy")
+    ok = p["addition"] < p["binding"] and acc >= k["C1_ZERO_VAR_HELDOUT_BEFORE_BINDING"]
     detail = f"addition at {p['addition']}, binding at {p['binding']}; 0-var held-out {acc:.3f} at step {before}"
     return ClaimResult("C1", float(p["addition"]), detail, _verdict(ok))
 
@@ -283,6 +291,10 @@ def c3(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if not curves or p["binding"] is None:
         return ClaimResult("C3", None, "", NOT_MEASURED, "no restricted (variable, side) sets or no binding step")
     outcomes = {n: later_jump(d["steps"], v, p["binding"], k) for n, v in curves.items()}
+    if all(what == "no evaluation after the plateau" for what, _ in outcomes.values()):
+        return ClaimResult("C3", None, f"binding {p['binding']:,}, last evaluation {d['steps'][-1]:,}", NOT_MEASURED,
+                           f"the run ends within {k['C3_PLATEAU_STEPS']:,.0f} steps of binding: too short to see a "
+                           "later phase")
     jumps = {n: s for n, (what, s) in outcomes.items() if what == "later jump"}
     text = ", ".join(f"{n}: {what}" + (f" at {s:,}" if s is not None else "") for n, (what, s) in outcomes.items())
     present = [n for n in AC.REFINEMENT_SETS if n in d["acc"]]
@@ -491,7 +503,7 @@ def c11(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     return ClaimResult("C11", float(win["corr"][0]), detail, _verdict(ok), reason)
 
 
-CLAIM_FUNCTIONS: dict[str, Callable[[dict], ClaimResult]] = {
+CLAIM_FUNCTIONS: dict[str, Callable[[dict, Cuts], ClaimResult]] = {
     "B": binding, "C1": c1, "C2": c2, "C3": c3, "C4": c4, "C5": c5, "C6": c6, "C7": c7, "C8": c8, "C9": c9, "C10": c10, "C11": c11,
 }
 
@@ -523,7 +535,7 @@ def robustness_of(cid: str, analysis: dict, verdict: str, cuts: Cuts = CUT_VALUE
     flips = []
     for name in CLAIM_CUTS.get(cid, ()):
         for factor in (1 - MOVE, 1 + MOVE):
-            moved = CUTS[name].moved(factor)
+            moved = Cut(cuts[name], CUTS[name].basis, CUTS[name].kind).moved(factor)
             other = fn(analysis, {**cuts, name: moved}).verdict
             if other != verdict:
                 flips.append(f"{name} {cuts[name]:.3g} → {moved:.3g} gives '{other}'")
@@ -532,7 +544,7 @@ def robustness_of(cid: str, analysis: dict, verdict: str, cuts: Cuts = CUT_VALUE
         cut = CUTS[name]
         if cut.previous is not None:
             other = fn(analysis, {**cuts, name: cut.previous}).verdict
-            previous.append(f"{other} under the earlier criterion ({cut.why_changed})")
+            previous.append(f"{other} without {name} ({cut.why_changed})")
     return ("robust" if not flips else "fragile: " + "; ".join(flips)), "; ".join(previous)
 
 
@@ -596,9 +608,11 @@ def aggregate_binding(results: list[ClaimResult]) -> Aggregate:
     unbound = [r for r in measured if r.verdict.startswith(NOT_BOUND)]
     ends = sorted({r.verdict[len(NOT_BOUND):].strip() for r in unbound})
     by = f" by {ends[0]}" if len(ends) == 1 else ""
-    verdict = f"{len(measured) - len(unbound)} of {len(measured)} seeds bound" + (by if unbound else "")
+    count = f"{len(measured) - len(unbound)} of {len(measured)} seeds bound" + (by if unbound else "")
+    verdict = HOLDS if not unbound else count
     mean = float(np.mean(nums)) if nums else None
     sd = float(np.std(nums, ddof=1)) if len(nums) > 1 else (0.0 if nums else None)
-    reason = "mean over the seeds that bound; the median with the others censored is in the phase-timing section" \
-        if unbound and nums else ""
+    reason = count if not unbound else (
+        "mean over the seeds that bound; the median with the others censored is in the phase-timing section" if nums
+        else "")
     return Aggregate("B", mean, sd, vals, verdict, reason)

@@ -13,6 +13,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from assign_add.analysis.timing import PHASES
 from assign_add.io import atomic_write_text
 from assign_add.report.cuts import CUTS, MOVE
 from assign_add.report.claims import (
@@ -23,6 +24,7 @@ from assign_add.report.claims import (
     HOLDS,
     MIXED,
     NOT_CONVERGED,
+    NOT_BOUND,
     NOT_MEASURED,
     Aggregate,
     ClaimResult,
@@ -145,7 +147,7 @@ def differences(sources: list[Source]) -> list[str]:
     for src in sources:
         for claim in CLAIMS:
             verdict, reason = verdict_of(src, claim.id)
-            if verdict not in (HOLDS, NOT_MEASURED):
+            if verdict not in (HOLDS, NOT_MEASURED) and not verdict.startswith(NOT_BOUND):
                 out.append(f"{claim.id} {verdict} for {src.name}" + (f" ({reason})" if reason else "") + ".")
     return out
 
@@ -213,7 +215,7 @@ def timing_chart(timing: dict):
     from assign_add.charts import Line
 
     xs, series = ecdf(timing["phases"]["per_seed"])
-    ref = {f"released {k}": v for k, v in (timing.get("reference") or {}).items() if v is not None}
+    ref = {f"released {k}": v for k, v in (timing.get("reference") or {}).items() if k in PHASES and v is not None}
     return Line(f"Phase steps over {len(timing['phases']['per_seed'])} seeds (empirical CDF over all seeds: a seed "
                 "without the phase never counts)", xs, series,
                 ylabel="fraction of seeds at or before", markers=ref, ylim=(0, 1.02))
@@ -322,7 +324,7 @@ pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}
 def _verdict_class(text: str) -> str:
     if text.startswith(HOLDS):
         return "holds"
-    if text.startswith(NOT_MEASURED) or text.startswith(NOT_CONVERGED):
+    if text.startswith((NOT_MEASURED, NOT_CONVERGED, NOT_BOUND)) or " seeds bound" in text:
         return "nm"
     if text.startswith(MIXED):
         return "mixed"
@@ -423,7 +425,7 @@ def write_report(sources: list[Source], out_dir: Path, notes: list[str] | None =
     versions = software_versions()
     out_dir.mkdir(parents=True, exist_ok=True)
     fragment = ""
-    observed = timing is not None and any(v is not None for seed in timing["phases"]["per_seed"] for v in seed.values())
+    observed = timing is not None and any(seed[k] is not None for seed in timing["phases"]["per_seed"] for k in PHASES)
     if observed:  # an empty chart would draw nothing (e.g. --quick runs reach no phase)
         render(timing_chart(timing), out_dir / "figures" / "timing", "phases")
         fragment = (out_dir / "figures" / "timing" / "phases.html").read_text()
