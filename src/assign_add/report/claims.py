@@ -615,4 +615,4 @@ def aggregate_binding(results: list[ClaimResult]) -> Aggregate:
     reason = count if not unbound else (
         "mean over the seeds that bound; the median with the others censored is in the phase-timing section" if nums
         else "")
-    return Aggregate("B", mean, sd, vals, verdict, reason)
+    return Aggregate("B", mean, sd, vals, verdict, reason, robustness_over_seeds(results))
