@@ -263,6 +263,7 @@ def test_explore_a_run_while_it_trains(tmp_path):
         newest = meta["steps"][-1]
         code, view = _get(_view_url(base, "c=1, b=17, a=42, b+19=", newest))
         assert code == 200 and view["step"] == newest and view["expected"] == 36
+        assert "fourier" not in view, "no Fourier fit of a final checkpoint that keeps moving"
         assert trainer.poll() is None, "training went on while explored (the explorer took no lock)"
     finally:
         trainer.send_signal(signal.SIGINT)

@@ -134,7 +134,7 @@ class Explorer:
 
     The checkpoint list is read again on every request (a directory listing; a checkpoint appears
     only once its atomic rename is done), the curves whenever ``metrics.jsonl`` or the checkpoint
-    list changed, the final model's spectra whenever the final step moved.  The explorer never
+    list changed, the final model's spectra once the run is complete.  The explorer never
     writes into the run and never takes its lock: an imported run's curves come from the cached
     evaluations (``assign-add eval`` writes them) and what is missing is computed in memory.
     """
@@ -172,9 +172,10 @@ class Explorer:
                 "cache_size": self.models.size, "state": self.run.status().get("state", "complete")}
 
     def _curves_source(self, steps: list[int]) -> tuple:
+        """What the curves are computed from: the metrics file's size and time, and the checkpoints."""
         try:
             st = self.run.metrics_path.stat()
-            return ("metrics", st.st_size, st.st_mtime_ns)
+            return ("metrics", st.st_size, st.st_mtime_ns, tuple(steps))
         except FileNotFoundError:
             return ("checkpoints", tuple(steps))
 
@@ -204,8 +205,11 @@ class Explorer:
         return step
 
     def view(self, text: str, step: int) -> dict:
+        """The prompt at ``step``; at the final checkpoint of a finished run also its Fourier view (while
+        the run trains its final checkpoint keeps moving, and each fit takes seconds and ~1 GB)."""
         final = self.final
-        spectra = self.spectra(final) if self.check_step(step) == final else None
+        finished = self.run.status().get("state", "complete") == "complete"
+        spectra = self.spectra(final) if self.check_step(step) == final and finished else None
         with self.models.use(step) as model:
             out = views.prompt_view(model, self.vocab, text)
             if spectra is not None:
