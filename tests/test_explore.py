@@ -255,7 +255,8 @@ def test_explore_a_run_while_it_trains(tmp_path):
             meta, curves = _get(base + "api/meta")[1], _get(base + "api/curves")[1]
             if seen_curve is None and curves.get("steps"):
                 seen_curve = curves["steps"][-1]
-            if len(meta["steps"]) >= len(seen_steps) + 2 and seen_curve and curves["steps"][-1] > seen_curve:
+            if (len(meta["steps"]) >= len(seen_steps) + 2 and seen_curve is not None
+                    and curves["steps"][-1] > seen_curve):
                 break
             time.sleep(0.5)
         else:
@@ -267,7 +268,11 @@ def test_explore_a_run_while_it_trains(tmp_path):
         assert trainer.poll() is None, "training went on while explored (the explorer took no lock)"
     finally:
         trainer.send_signal(signal.SIGINT)
-        trainer.wait(timeout=60)
+        try:
+            trainer.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            trainer.kill()
+            trainer.wait()
         if explorer is not None:
             stop(explorer)
         log.close()
