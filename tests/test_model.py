@@ -27,7 +27,8 @@ def _rel(a: torch.Tensor, b: torch.Tensor) -> float:
     return float((a - b).detach().norm() / b.detach().norm().clamp_min(1e-30))
 
 
-def _compare(model: AssignAddTransformer, tokens: torch.Tensor, answers: torch.Tensor, tol: float) -> None:
+def _compare(model: AssignAddTransformer, tokens: torch.Tensor, answers: torch.Tensor, tol: float,
+             grad_tol: float | None = None) -> None:
     """Fast logits and gradients vs the hooked model's, the hooked ones computed in float64.
 
     (float64 is the reference because in float32 the hooked model's own gradient can be the
@@ -40,7 +41,7 @@ def _compare(model: AssignAddTransformer, tokens: torch.Tensor, answers: torch.T
     g_ref = torch.autograd.grad(answer_loss(ref_logits, answers), list(ref_model.parameters()))
     g_fast = torch.autograd.grad(answer_loss(fast_answer_logits(model, tokens), answers), list(model.parameters()))
     for (pname, _), a, b in zip(model.named_parameters(), g_fast, g_ref):
-        assert _rel(a.double(), b) < tol, pname
+        assert _rel(a.double(), b) < (tol if grad_tol is None else grad_tol), pname
 
 
 @pytest.mark.parametrize("name", list(VARIANTS))
@@ -55,19 +56,24 @@ def test_fast_step_matches_hooked_model(name, seed):
 
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_fast_step_is_the_same_function_in_float64(name):
-    """Sharp attention (weights x3) amplifies rounding; in float64 the two agree to 1e-8 relative.
+    """Sharp attention (weights x3) amplifies rounding; in float64 the logits agree to 1e-8 relative
+    and every gradient to 1e-5.
 
     Basis: float64 rounding (eps 1.1e-16) amplified by softmaxes with scores ~9x the training scale
-    reached 1.13e-10 on a machine like ours (above the former bound of 1e-10); a mistake in the fast
-    path (a wrong position, mask or row) gives relative errors of 1e-3 or more, so 1e-8 keeps 5
-    orders of margin on that side and 2 on the rounding side."""
+    reached 1.13e-10 on the logits on a machine like ours; a mistake in the fast path (a wrong
+    position, mask or row) gives relative errors of 1e-3 or more.  The gradients need more room: in
+    the 3-layer variant the last layer's W_Q gradient is ~1e-6 in size, a sum of terms of saturated
+    softmaxes (attention weights within 1e-16 of 1) whose cancellation differs between the two
+    computations, and it differed by 2.4e-7 relative on one machine of this type (no ReLU
+    pre-activation within 2e-6 of zero, so not a kink); 1e-5 keeps 40x above that and 100x below a
+    mistake."""
     cfg = preset("paper")
     model = AssignAddTransformer.from_config(VARIANTS[name], cfg.task, seed=7).double()
     with torch.no_grad():
         for p in model.parameters():
             p.mul_(3.0)
     batch = Sampler(cfg.task, 7).batch(0, 256)
-    _compare(model, torch.as_tensor(batch.tokens), torch.as_tensor(batch.answers), 1e-8)
+    _compare(model, torch.as_tensor(batch.tokens), torch.as_tensor(batch.answers), 1e-8, grad_tol=1e-5)
 
 
 def test_fast_step_on_infix_layout():

@@ -68,10 +68,13 @@ def test_a_planted_failing_metric_flips_its_verdict(quick):
     assert "at 400 of the paper's 40,000 steps" in md, "a shorter run says so beside its verdicts"
     analysis["dynamics"]["phases"].update(binding=300, binding_reached=300, binding_rise=0.5, binding_from=0.4,
                                           binding_to=0.9)  # planted: the seed bound
-    analysis["representation"]["final"]["matched_mean"] = 0.99
-    analysis["representation"]["final"]["shuffled_mean"] = 0.1
+    for part in ("final", "final_heldout"):  # planted: a shared representation, well above both nulls
+        analysis["representation"][part].update(matched_mean=0.99, shuffled_mean=0.1, centred_matched_mean=0.95,
+                                                 centred_shuffled_mean=0.0, centred_other_sum_mean=0.3)
+    for form in ("1var", "2var"):
+        analysis["fourier"]["shared"][form]["mean_corr_with_0var"] = 0.99
     assert evaluate_claims(analysis)["C8"].verdict == HOLDS
-    analysis["representation"]["final"]["shuffled_mean"] = 0.95
+    analysis["representation"]["final_heldout"]["centred_other_sum_mean"] = 0.9
     assert evaluate_claims(analysis)["C8"].verdict == FAILS
     del analysis["fourier"]
     assert evaluate_claims(analysis)["C9"].verdict == NOT_MEASURED

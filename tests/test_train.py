@@ -156,7 +156,10 @@ def test_compile_without_a_c_compiler_is_a_clear_error(monkeypatch):
        seed=st.integers(0, 1000))
 def test_chunked_evaluator_equals_evaluate_on_any_sets_and_chunk(sizes, chunk, seed):
     """The training's fixed-shape evaluator (padded chunks over all sets at once) gives every set's
-    accuracy exactly and its mean loss to float32 summation rounding (≤ n·2⁻²⁴ relative, n ≤ 300)."""
+    accuracy exactly and its mean loss to float32 rounding: each sequence's cross-entropy may differ
+    by a few units in the last place between kernels of different chunk shapes (≤ 4·2⁻²³ relative;
+    one such ulp at a loss of 3.96 is 2.4e-7, seen with a set of one sequence), plus the summation's
+    n·2⁻²⁴ (n ≤ 300)."""
     from assign_add.model.hooked import AssignAddTransformer
     from assign_add.task.generator import Sampler
     from assign_add.train.evaluate import Evaluator, evaluate
@@ -167,7 +170,7 @@ def test_chunked_evaluator_equals_evaluate_on_any_sets_and_chunk(sizes, chunk, s
     want, got = evaluate(model, sets), Evaluator(sets, chunk=chunk)(model)
     assert got["acc"] == want["acc"]
     for name, n in zip(sets, sizes):
-        assert got["loss"][name] == pytest.approx(want["loss"][name], rel=n * 2**-24, abs=1e-7)
+        assert got["loss"][name] == pytest.approx(want["loss"][name], rel=4 * 2**-23 + n * 2**-24, abs=1e-7)
 
 
 def test_init_seed_and_data_seed_apart(tmp_path):
