@@ -385,7 +385,8 @@ def phases_cmd(
     if km:
         lo, hi = km["bound_fraction_ci95"]
         median = f"{km['median']:,.0f}" if km["median"] is not None else f"beyond {km['horizon']:,}"
-        console.print(f"bound: {km['bound']} of {km['n']} (95 % CI {lo:.0%}-{hi:.0%}); Kaplan-Meier median binding "
+        console.print(f"bound by {km['horizon']:,} (the earliest last step): {km['bound']} of {km['n']} (95 % CI "
+                      f"{lo:.0%}-{hi:.0%}); Kaplan-Meier median binding "
                       f"step {median} (runs not bound are censored at their last step)", highlight=False)
 
 
