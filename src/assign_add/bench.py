@@ -5,7 +5,6 @@ Figures are printed, never asserted: the benchmark is a command (``assign-add be
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -21,7 +20,7 @@ from assign_add.task.evalsets import build_eval_sets
 from assign_add.task.generator import Sampler
 from assign_add.task.partitions import build_partitions
 from assign_add.train.evaluate import evaluate
-from assign_add.train.trainer import make_optimizer, resolve_device
+from assign_add.train.trainer import make_optimizer, precision_context, resolve_device
 
 
 def saved_activation_bytes(loss_fn: Callable[[], torch.Tensor]) -> int:
@@ -60,12 +59,6 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _autocast(precision: str, device: torch.device):
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 def bench_step(
     name: str, model: nn.Module, logits_fn: Callable[[torch.Tensor], torch.Tensor], cfg: RunConfig, steps: int,
     precision: str = "fp32",
@@ -80,7 +73,7 @@ def bench_step(
 
     def loss_of(i: int) -> torch.Tensor:
         tokens, answers = data[i]
-        with _autocast(precision, device):
+        with precision_context(precision, device):
             logits = logits_fn(tokens)
         return answer_loss(logits, answers)
 

@@ -48,7 +48,8 @@ def curves_from_records(records: list[dict]) -> Curves:
     return Curves(steps, acc)
 
 
-def _first(steps: list[int], values: np.ndarray, threshold: float, after: int = -1) -> int | None:
+def first_at(steps: list[int], values, threshold: float, after: int = -1) -> int | None:
+    """The first evaluated step after ``after`` whose value is ≥ ``threshold``."""
     for s, v in zip(steps, values):
         if s > after and v >= threshold:
             return s
@@ -80,18 +81,24 @@ def _binding_interval(steps: list[int], acc: np.ndarray, reached: int | None) ->
     return start + int(np.nanargmax(diffs[start:end]))
 
 
+def forbidden_mean(acc: dict[str, list[float]]) -> np.ndarray | None:
+    """The mean accuracy over the forbidden-position sets present, per evaluation; None without any."""
+    present = [n for n in C.REFINEMENT_SETS if n in acc]
+    return np.mean([np.asarray(acc[n], dtype=float) for n in present], axis=0) if present else None
+
+
 def detect_phases(curves: Curves) -> Phases:
     steps = curves.steps
     notes: list[str] = []
     addition = binding = reached = refinement = stable = None
     rise = frm = to = None
     if C.ADDITION_SET in curves.acc:
-        addition = _first(steps, np.asarray(curves.acc[C.ADDITION_SET]), C.ADDITION_ACC)
+        addition = first_at(steps, np.asarray(curves.acc[C.ADDITION_SET]), C.ADDITION_ACC)
     else:
         notes.append(f"no {C.ADDITION_SET} accuracy: addition phase not measured")
     if C.BINDING_SET in curves.acc and len(steps) > 1:
         b = np.asarray(curves.acc[C.BINDING_SET])
-        reached = _first(steps, b, C.BINDING_ACC)
+        reached = first_at(steps, b, C.BINDING_ACC)
         i = _binding_interval(steps, b, reached)
         if reached is None:  # censored: no binding step at all (its largest rise is noise, or addition's)
             notes.append(f"not bound by step {steps[-1]}: {C.BINDING_SET} never reached {C.BINDING_ACC:.0%} "
@@ -102,10 +109,10 @@ def detect_phases(curves: Curves) -> Phases:
                 notes.append(f"binding located only to the interval {steps[i]}..{steps[i + 1]} (sparse evaluations)")
     else:
         notes.append(f"no {C.BINDING_SET} accuracy: binding phase not measured")
-    present = [n for n in C.REFINEMENT_SETS if n in curves.acc]
+    mean = forbidden_mean(curves.acc)
+    present = mean is not None
     if present and binding is not None:
-        mean = np.mean([np.asarray(curves.acc[n]) for n in present], axis=0)
-        refinement = _first(steps, mean, C.REFINEMENT_ACC, after=binding)
+        refinement = first_at(steps, mean, C.REFINEMENT_ACC, after=binding)
         stable = _stays_from(steps, mean, C.REFINEMENT_STABLE_ACC, after=binding)
         if refinement is None:
             notes.append("forbidden-position accuracy never reached the refinement threshold after binding")

@@ -107,7 +107,11 @@ def binding_survival(per_seed: list[dict[str, int | None]]) -> dict | None:
 
 
 def phase_table(analyses: list[dict]) -> dict:
-    per_seed = [phase_steps(a) for a in analyses]
+    return summarize_phase_steps([phase_steps(a) for a in analyses])
+
+
+def summarize_phase_steps(per_seed: list[dict[str, int | None]]) -> dict:
+    """Each phase's distribution over seeds (the seeds without it counted missing) and the binding survival."""
     summary = {}
     for k in PHASES:
         vals = np.asarray([s[k] for s in per_seed if s[k] is not None], dtype=float)
@@ -192,8 +196,5 @@ def survey(runs: dict[str, list[dict]]) -> dict:
         row = phase_steps({"dynamics": {"phases": phases.to_json(), "steps": curves.steps}})
         row["spike"] = None if phases.binding is None else [phases.binding_from, phases.binding_to]
         per_run[name] = row
-    rows = list(per_run.values())
-    summary = phase_table([{"dynamics": {"phases": {k: r[k] for k in PHASES} | {"binding_reached": r["binding"]},
-                                         "steps": [r["last_step"]] if r["last_step"] is not None else []}}
-                           for r in rows])
+    summary = summarize_phase_steps(list(per_run.values()))
     return {"per_run": per_run, "summary": summary["summary"], "binding_survival": summary["binding_survival"]}

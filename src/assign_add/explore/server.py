@@ -197,8 +197,7 @@ class Explorer:
                                          "phases": {k: getattr(phases, k) for k in ("addition", "binding", "refinement")}})
             return self._curves[1]
 
-    def check_step(self, step: int) -> int:
-        steps = self.steps
+    def check_step(self, step: int, steps: list[int]) -> int:
         if step not in steps:
             near = min(steps, key=lambda s: abs(s - step))
             raise RunError(f"{self.run.root} has no checkpoint at step {step} (nearest: {near})")
@@ -207,9 +206,10 @@ class Explorer:
     def view(self, text: str, step: int) -> dict:
         """The prompt at ``step``; at the final checkpoint of a finished run also its Fourier view (while
         the run trains its final checkpoint keeps moving, and each fit takes seconds and ~1 GB)."""
-        final = self.final
+        steps = self.steps  # one directory listing per request
+        final = steps[-1]
         finished = self.run.status().get("state", "complete") == "complete"
-        spectra = self.spectra(final) if self.check_step(step) == final and finished else None
+        spectra = self.spectra(final) if self.check_step(step, steps) == final and finished else None
         with self.models.use(step) as model:
             out = views.prompt_view(model, self.vocab, text)
             if spectra is not None:

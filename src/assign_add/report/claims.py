@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from assign_add.analysis import criteria as AC
+from assign_add.analysis.dynamics import first_at, forbidden_mean
 from assign_add.analysis.gradients import MIN_SEQUENCES, PREV_TOKEN_MIN
 from assign_add.analysis.spike import C2_MEASURE as SPIKE_MEASURE
 from assign_add.analysis.spike import C2_ROUTING as SPIKE_ROUTING
@@ -181,7 +182,7 @@ def binding(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     d, end = a["dynamics"], last_step(a)
     p, level = d["phases"], k["BINDING_ACC"]
     curve = d["acc"].get(AC.BINDING_SET, [])
-    reached = next((s for s, v in zip(d["steps"], curve) if v >= level), None)
+    reached = first_at(d["steps"], curve, level)
     if reached is None:
         peak = max(curve, default=float("nan"))
         detail = unbound_detail(a) if level == AC.BINDING_ACC else f"{AC.BINDING_SET} peaked at {peak:.3f} < {level:.3f}"
@@ -297,10 +298,8 @@ def c3(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
                            "later phase")
     jumps = {n: s for n, (what, s) in outcomes.items() if what == "later jump"}
     text = ", ".join(f"{n}: {what}" + (f" at {s:,}" if s is not None else "") for n, (what, s) in outcomes.items())
-    present = [n for n in AC.REFINEMENT_SETS if n in d["acc"]]
-    mean = np.mean([np.asarray(d["acc"][n], dtype=float) for n in present], axis=0) if present else None
-    refinement = None if mean is None else next(
-        (s for s, v in zip(d["steps"], mean) if s > p["binding"] and v >= k["REFINEMENT_ACC"]), None)
+    mean = forbidden_mean(d["acc"])
+    refinement = None if mean is None else first_at(d["steps"], mean, k["REFINEMENT_ACC"], after=p["binding"])
     detail = (f"binding {p['binding']:,}; plateau {k['C3_PLATEAU_STEPS']:,.0f} steps at ≤ "
               f"{k['C3_FORBIDDEN_AT_BINDING']:.0%}: {text}; forbidden-position mean ≥ {k['REFINEMENT_ACC']:.0%} from "
               f"{refinement if refinement is not None else 'never'}")
@@ -581,9 +580,7 @@ def aggregate(results: list[ClaimResult]) -> Aggregate:
     if unbound:
         reason = "; ".join(x for x in (reason, f"judged over the {len(measured)} seeds that bound; {len(unbound)} "
                                                f"{'seed' if len(unbound) == 1 else 'seeds'} not bound (not counted)") if x)
-    mean = float(np.mean(nums)) if nums else None
-    sd = float(np.std(nums, ddof=1)) if len(nums) > 1 else (0.0 if nums else None)
-    return Aggregate(results[0].id, mean, sd, vals, verdict, reason, robustness_over_seeds(results))
+    return Aggregate(results[0].id, *_mean_sd_over_seeds(nums), vals, verdict, reason, robustness_over_seeds(results))
 
 
 def robustness_over_seeds(results: list[ClaimResult]) -> str:
@@ -610,9 +607,14 @@ def aggregate_binding(results: list[ClaimResult]) -> Aggregate:
     by = f" by {ends[0]}" if len(ends) == 1 else ""
     count = f"{len(measured) - len(unbound)} of {len(measured)} seeds bound" + (by if unbound else "")
     verdict = HOLDS if not unbound else count
-    mean = float(np.mean(nums)) if nums else None
-    sd = float(np.std(nums, ddof=1)) if len(nums) > 1 else (0.0 if nums else None)
     reason = count if not unbound else (
         "mean over the seeds that bound; the median with the others censored is in the phase-timing section" if nums
         else "")
-    return Aggregate("B", mean, sd, vals, verdict, reason, robustness_over_seeds(results))
+    return Aggregate("B", *_mean_sd_over_seeds(nums), vals, verdict, reason, robustness_over_seeds(results))
+
+
+def _mean_sd_over_seeds(nums: list[float]) -> tuple[float | None, float | None]:
+    """Mean and sd (n − 1; 0 for one seed) of the seeds' values; None without any."""
+    if not nums:
+        return None, None
+    return float(np.mean(nums)), float(np.std(nums, ddof=1)) if len(nums) > 1 else 0.0

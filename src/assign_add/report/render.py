@@ -73,7 +73,7 @@ def claim_bullets(src: Source, cid: str) -> list[tuple[str, str]]:
     out = []
     for run, res in zip(src.runs, src.results):
         label = f"{src.name}, {Path(run).name}" if several else src.name
-        extra = "; ".join(x for x in (res[cid].robustness, res[cid].under_previous, src.protocol()) if x)
+        extra = _qualifiers(res[cid].robustness, res[cid].under_previous, src)
         extra = f" ({extra})" if extra else ""
         out.append((label, f"{res[cid].verdict}{extra}. {res[cid].detail} {res[cid].reason}".rstrip()))
     return out
@@ -107,7 +107,13 @@ def verdict_of(src: Source, cid: str) -> tuple[str, str]:
     else:
         res = src.results[0][cid]
         verdict, reason, robust, previous = res.verdict, res.reason, res.robustness, res.under_previous
-    return verdict, "; ".join(x for x in (reason, robust, previous, src.protocol()) if x)
+    return verdict, "; ".join(x for x in (reason, _qualifiers(robust, previous, src)) if x)
+
+
+def _qualifiers(robustness: str, previous: str, src: Source) -> str:
+    """What stands beside a verdict: its robustness, the verdict without a cut changed after seeing
+    data, and the protocol when the runs are shorter than the paper's."""
+    return "; ".join(x for x in (robustness, previous, src.protocol()) if x)
 
 
 def claims_rows(sources: list[Source]) -> list[list[str]]:

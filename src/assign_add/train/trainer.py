@@ -207,7 +207,12 @@ def open_for_training(cfg: RunConfig, out: Path, resume: bool, force: bool, devi
 
 
 def autocast_for(cfg: RunConfig, device: torch.device):
-    if cfg.train.precision == "bf16":
+    return precision_context(cfg.train.precision, device)
+
+
+def precision_context(precision: str, device: torch.device):
+    """bf16 autocast on ``device`` for ``precision == "bf16"``, else nothing."""
+    if precision == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
 
