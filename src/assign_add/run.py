@@ -180,7 +180,7 @@ def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
 
 # Entries a run directory of ours may hold (anything else makes --force refuse).
 RUN_ENTRIES = {"config.toml", "status.json", "data", "metrics.jsonl", "evals.jsonl", "checkpoints",
-               "state.safetensors", "train.log", "analysis.json", "analysis_inputs.npz", "figures", ".lock"}
+               "state.safetensors", "branch.json", "train.log", "analysis.json", "analysis_inputs.npz", "figures", ".lock"}
 
 
 def check_replaceable(out: Path) -> None:

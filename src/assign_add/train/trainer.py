@@ -237,6 +237,39 @@ def train(
         writer.close()
 
 
+def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, sampler: Sampler, step: int, batch_size: int,
+               forward: Callable, autocast, device: torch.device) -> float:
+    """One AdamW update on the batch of ``step``; returns its loss."""
+    batch = sampler.batch(step, batch_size)
+    tokens = torch.as_tensor(batch.tokens, device=device)
+    answers = torch.as_tensor(batch.answers, device=device)
+    with autocast:
+        logits = forward(model, tokens)
+    loss = answer_loss(logits, answers)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return float(loss.detach())
+
+
+def replay(cfg: RunConfig, partitions, until: int, device: torch.device) -> tuple[AssignAddTransformer, torch.optim.Optimizer]:
+    """The model and optimiser of run ``cfg`` after ``until`` updates, recomputed from its seeds with
+    the same step as :func:`train` (evaluations and checkpoints do not touch the numbers), so on the
+    device that trained it the weights are the run's own, bit for bit."""
+    t = cfg.train
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=t.weights_seed).to(device)
+    opt = make_optimizer(model, cfg)
+    sampler = Sampler(cfg.task, t.order_seed, partitions)
+    forward = compiled_answer_logits() if t.compile else fast_answer_logits
+    autocast = autocast_for(cfg, device)
+    model.train()
+    for step in range(until):
+        loss = train_step(model, opt, sampler, step, t.batch_size, forward, autocast, device)
+        if not math.isfinite(loss):
+            raise RunError(f"replaying the run diverged at step {step + 1} (loss {loss})")
+    return model, opt
+
+
 def _train_loop(cfg: RunConfig, writer: RunWriter, model: AssignAddTransformer, opt: torch.optim.Optimizer,
                 start: int, device: torch.device, progress: ProgressFn | None, stop_after: int | None) -> TrainResult:
     t = cfg.train
@@ -248,16 +281,7 @@ def _train_loop(cfg: RunConfig, writer: RunWriter, model: AssignAddTransformer, 
     end = t.steps if stop_after is None else min(t.steps, stop_after)
     model.train()
     for step in range(start, end):
-        batch = sampler.batch(step, t.batch_size)
-        tokens = torch.as_tensor(batch.tokens, device=device)
-        answers = torch.as_tensor(batch.answers, device=device)
-        with autocast:
-            logits = forward(model, tokens)
-        loss = answer_loss(logits, answers)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        writer.add_loss(float(loss.detach()), step + 1)
+        writer.add_loss(train_step(model, opt, sampler, step, t.batch_size, forward, autocast, device), step + 1)
         rec = writer.after_step(model, opt, step + 1, end)
         if progress:
             progress(step + 1, t.steps, rec)

@@ -1,0 +1,127 @@
+"""A branch of a run: the same weights and optimiser state at step ``S``, then another data order.
+
+``make_branch(parent, step, out, overrides)`` writes a new run directory that *is* ``parent`` up to
+step ``S`` — its metrics records and checkpoints up to ``S``, its partitions, and its exact AdamW
+state at ``S`` — with a config that differs only in what :data:`BRANCH_CHANGES` allows (above all
+``train.data_seed``).  Training it is then an ordinary ``--resume``: the batches of steps ≥ ``S``
+come from the new data seed.  ``branch.json`` records where it came from.
+
+The state at ``S`` is the parent's saved optimiser state when that is at ``S``; otherwise it is
+recomputed from the parent's seeds (:func:`~assign_add.train.trainer.replay`) and checked bit for bit
+against the parent's checkpoint at ``S``: a replay on another machine or torch build that does not
+reproduce the parent's weights is refused, so a branch never starts from weights the parent never had.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from assign_add import config as config_mod
+from assign_add.config import RunConfig
+from assign_add.io import atomic_write_text, read_jsonl
+from assign_add.run import RunDir, RunError, config_differences, create_run_dir, open_run, read_checkpoint
+from assign_add.train.resume import load_state, read_state_step, save_state
+
+# What a branch may change: the data order, how long it runs, where and how it is watched.
+BRANCH_CHANGES = {"train.data_seed", "train.steps", "train.device", "train.threads", "train.checkpoint_every",
+                  "train.eval_sets", "train.state_every"}
+BRANCH_FILE = "branch.json"
+
+
+def branch_config(parent: RunDir, overrides: list[str]) -> RunConfig:
+    """The parent's config with ``overrides``, both seeds written out; a one-line error for a change a
+    branch may not make."""
+    pcfg = parent.config()
+    cfg = config_mod.validate(config_mod.apply_overrides(pcfg, overrides))
+    bad = [d for d in config_differences(pcfg, cfg) if d not in BRANCH_CHANGES]
+    if bad:
+        raise RunError(f"a branch keeps the parent's task, model, optimiser and initial weights; it may not change "
+                       f"{', '.join(bad)} (it may change {', '.join(sorted(BRANCH_CHANGES))})")
+    cfg.train.init_seed = pcfg.train.weights_seed
+    cfg.train.data_seed = cfg.train.order_seed
+    return cfg
+
+
+def check_branch_step(parent: RunDir, step: int, cfg: RunConfig) -> None:
+    reached = int(parent.status().get("step", 0))
+    pcfg = parent.config()
+    if step < 0 or step > reached:
+        raise RunError(f"--step {step}: {parent.root} has reached step {reached}; branch at a step from 0 to {reached}")
+    if step % pcfg.train.eval_every:
+        raise RunError(f"--step {step}: branch at an evaluated step (a multiple of train.eval_every = "
+                       f"{pcfg.train.eval_every}), so the branch's metrics continue the parent's")
+    if step not in parent.checkpoint_steps():
+        raise RunError(f"--step {step}: {parent.root} has no checkpoint there to check the branch's weights against "
+                       f"(checkpoints: {_steps_text(parent.checkpoint_steps())})")
+    if cfg.train.steps <= step:
+        raise RunError(f"train.steps={cfg.train.steps}: a branch at step {step} must run past it")
+
+
+def _steps_text(steps: list[int]) -> str:
+    return ", ".join(map(str, steps[:8])) + (" …" if len(steps) > 8 else "")
+
+
+def state_at(parent: RunDir, step: int, device: torch.device):
+    """(model, optimiser, how) at ``step`` of ``parent``: its saved state if that is at ``step``, else a replay
+    from its seeds, checked against its checkpoint at ``step`` bit for bit."""
+    from assign_add.model.hooked import AssignAddTransformer
+    from assign_add.train.trainer import make_optimizer, replay
+
+    cfg = parent.config()
+    if parent.state_path.is_file() and read_state_step(parent.state_path) == step:
+        model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.weights_seed).to(device)
+        opt = make_optimizer(model, cfg)
+        load_state(parent.state_path, model, opt)
+        how = "saved state"
+    else:
+        model, opt = replay(cfg, parent.partitions(), step, device)
+        how = f"replayed {step} steps"
+    want = read_checkpoint(parent.checkpoint_path(step))
+    got = {k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()}
+    differ = sorted(k for k in want if k in got and not torch.equal(want[k], got[k]))
+    if differ:
+        worst = max(float((want[k] - got[k]).abs().max()) for k in differ)
+        raise RunError(f"{parent.root}: the {how} does not reproduce the parent's weights at step {step} "
+                       f"({len(differ)} tensors differ, by up to {worst:.2e}); branch on the machine and torch "
+                       "build that trained it")
+    return model, opt, how
+
+
+def make_branch(parent_path: Path, step: int, out: Path, overrides: list[str]) -> RunDir:
+    """Write the branch's run directory at ``step`` (see the module docstring); train it with ``resume``."""
+    from assign_add.train.trainer import resolve_device
+
+    parent = open_run(parent_path)
+    cfg = branch_config(parent, overrides)
+    check_branch_step(parent, step, cfg)
+    device = resolve_device(cfg.train.device)
+    model, opt, how = state_at(parent, step, device)
+    records = [r for r in read_jsonl(parent.metrics_path) if r["step"] <= step]
+    if not any(r["step"] == step for r in records):
+        raise RunError(f"{parent.metrics_path} has no record at step {step}; the parent run is incomplete")
+    info = {"parent": str(Path(parent_path).resolve()), "step": step, "how": how,
+            "parent_data_seed": parent.config().train.order_seed, "data_seed": cfg.train.order_seed}
+
+    def populate(run: RunDir) -> None:
+        shutil.copyfile(parent.partitions_path, run.partitions_path)
+        atomic_write_text(run.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
+        run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        for s in parent.checkpoint_steps():
+            if s <= step:
+                shutil.copyfile(parent.checkpoint_path(s), run.checkpoint_path(s))
+        save_state(run.state_path, model, opt, step, {"loss_sum": 0.0, "loss_count": 0, "elapsed": 0.0})
+        atomic_write_text(run.root / BRANCH_FILE, json.dumps(info, indent=2) + "\n")
+
+    run, lock = create_run_dir(Path(out), cfg, {"state": "running", "step": step, "source": "branch"}, populate)
+    lock.release()
+    return run
+
+
+def branch_info(run: RunDir) -> dict | None:
+    """``branch.json`` of a branch run (None for a run trained from step 0)."""
+    path = run.root / BRANCH_FILE
+    return json.loads(path.read_text()) if path.is_file() else None

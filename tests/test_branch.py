@@ -1,0 +1,104 @@
+"""Branch-and-replay: a branch is its parent up to step S, exactly, and then another data order."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from assign_add.io import read_jsonl
+from assign_add.run import RunError, open_run
+from assign_add.train.branch import branch_info, make_branch
+from assign_add.train.trainer import train
+
+from conftest import small_paper_cfg
+
+STEPS = ["train.steps=120", "train.eval_every=20", "train.batch_size=64", "train.state_every=40",
+         "train.checkpoint_every=20", "train.seed=5"]
+
+
+def _weights(run, step: int) -> dict[str, torch.Tensor]:
+    return load_file(str(run.checkpoint_path(step)))
+
+
+def _same(a: dict, b: dict) -> bool:
+    return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def _records(run) -> list[dict]:
+    return [{k: v for k, v in r.items() if k != "time"} for r in read_jsonl(run.metrics_path)]
+
+
+@pytest.fixture(scope="module")
+def parent(tmp_path_factory):
+    out = tmp_path_factory.mktemp("branch") / "parent"
+    train(small_paper_cfg(*STEPS), out)
+    return open_run(out)
+
+
+def test_branch_with_the_parents_data_seed_is_the_parent_bit_for_bit(parent, tmp_path):
+    """Step 60 is not a saved-state step (40, 80, 120): the state is replayed from the seeds."""
+    run = make_branch(parent.root, 60, tmp_path / "same", [])
+    assert branch_info(run)["how"] == "replayed 60 steps"
+    assert [r["step"] for r in run.metrics()] == [0, 20, 40, 60]
+    train(run.config(), run.root, resume=True)
+    for step in (80, 100, 120):
+        assert _same(_weights(run, step), _weights(parent, step)), step
+    assert _records(run) == _records(parent)
+    assert run.status()["state"] == "complete"
+
+
+def test_branch_with_another_data_seed_starts_from_the_same_weights_and_goes_elsewhere(parent, tmp_path):
+    run = make_branch(parent.root, 40, tmp_path / "other", ["train.data_seed=999"])
+    info = branch_info(run)
+    assert info["how"] == "saved state" or info["how"].startswith("replayed")
+    assert (info["step"], info["parent_data_seed"], info["data_seed"]) == (40, 5, 999)
+    assert run.config().train.order_seed == 999 and run.config().train.weights_seed == 5
+    train(run.config(), run.root, resume=True)
+    assert _same(_weights(run, 40), _weights(parent, 40))
+    assert not torch.equal(_weights(run, 60)["embed.W_E"], _weights(parent, 60)["embed.W_E"])
+    assert _records(run)[:3] == _records(parent)[:3]
+
+
+def test_branch_from_the_saved_state_continues_like_the_resumed_parent(parent, tmp_path):
+    """At the parent's last step its saved state is used; the branch then equals the parent resumed further."""
+    run = make_branch(parent.root, 120, tmp_path / "longer", ["train.steps=160"])
+    assert branch_info(run)["how"] == "saved state"
+    train(run.config(), run.root, resume=True)
+    longer = tmp_path / "parent-copy"
+    shutil.copytree(parent.root, longer)
+    cfg = open_run(longer).config()
+    cfg.train.steps = 160
+    train(cfg, longer, resume=True)
+    assert _same(_weights(run, 160), _weights(open_run(longer), 160))
+
+
+@pytest.mark.parametrize("step, overrides, message", [
+    (50, [], "evaluated step"),
+    (140, [], "has reached step 120"),
+    (60, ["model.d_model=64"], "may not change model.d_model"),
+    (60, ["train.seed=6"], "may not change train.seed"),
+    (60, ["train.steps=60"], "must run past it"),
+])
+def test_branch_refuses_what_would_not_be_a_branch(parent, tmp_path, step, overrides, message):
+    with pytest.raises(RunError, match=message):
+        make_branch(parent.root, step, tmp_path / "bad", overrides)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_a_replay_that_does_not_reproduce_the_parent_is_refused(parent, tmp_path):
+    """Another machine's rounding is simulated by a parent whose checkpoint at the step was changed."""
+    copy = tmp_path / "parent"
+    shutil.copytree(parent.root, copy)
+    from safetensors.torch import save_file
+
+    w = _weights(open_run(copy), 60)
+    w["embed.W_E"][0, 0] += 1e-6
+    save_file(w, str(open_run(copy).checkpoint_path(60)), metadata={"step": "60"})
+    with pytest.raises(RunError, match="does not reproduce the parent's weights at step 60"):
+        make_branch(copy, 60, tmp_path / "b", [])
+    assert not (tmp_path / "b").exists()
+    assert json.loads((copy / "status.json").read_text())["step"] == 120
