@@ -15,6 +15,7 @@ reproduce the parent's weights is refused, so a branch never starts from weights
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -23,7 +24,14 @@ import torch
 from assign_add import config as config_mod
 from assign_add.config import RunConfig
 from assign_add.io import atomic_write_text, read_jsonl
-from assign_add.run import RunDir, RunError, config_differences, create_run_dir, open_run, read_checkpoint
+from assign_add.run import (
+    RunDir,
+    RunError,
+    config_differences,
+    create_run_dir,
+    open_run,
+    read_checkpoint,
+)
 from assign_add.train.resume import load_state, read_state_step, save_state
 
 # What a branch may change: the data order, how long it runs, where and how it is watched.
@@ -46,7 +54,8 @@ def branch_config(parent: RunDir, overrides: list[str]) -> RunConfig:
     return cfg
 
 
-def check_branch_step(parent: RunDir, step: int, cfg: RunConfig) -> None:
+def check_branch_step(parent: RunDir, step: int) -> None:
+    """A one-line error unless ``parent`` has reached, evaluated and checkpointed ``step``."""
     reached = int(parent.status().get("step", 0))
     pcfg = parent.config()
     if step < 0 or step > reached:
@@ -57,29 +66,38 @@ def check_branch_step(parent: RunDir, step: int, cfg: RunConfig) -> None:
     if step not in parent.checkpoint_steps():
         raise RunError(f"--step {step}: {parent.root} has no checkpoint there to check the branch's weights against "
                        f"(checkpoints: {_steps_text(parent.checkpoint_steps())})")
-    if cfg.train.steps <= step:
-        raise RunError(f"train.steps={cfg.train.steps}: a branch at step {step} must run past it")
 
 
 def _steps_text(steps: list[int]) -> str:
     return ", ".join(map(str, steps[:8])) + (" …" if len(steps) > 8 else "")
 
 
-def state_at(parent: RunDir, step: int, device: torch.device):
-    """(model, optimiser, how) at ``step`` of ``parent``: its saved state if that is at ``step``, else a replay
-    from its seeds, checked against its checkpoint at ``step`` bit for bit."""
+def state_at(parent: RunDir, step: int, device: torch.device, saved: Path | None = None):
+    """(model, optimiser, how) at ``step`` of ``parent``: the state file ``saved`` (see :func:`save_states`),
+    else the parent's own saved state if that is at ``step``, else a replay from its seeds — each checked
+    against the parent's checkpoint at ``step`` bit for bit."""
     from assign_add.model.hooked import AssignAddTransformer
     from assign_add.train.trainer import make_optimizer, replay
 
     cfg = parent.config()
-    if parent.state_path.is_file() and read_state_step(parent.state_path) == step:
+    if saved is None and parent.state_path.is_file() and read_state_step(parent.state_path) == step:
+        saved = parent.state_path
+    if saved is not None:
         model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.weights_seed).to(device)
         opt = make_optimizer(model, cfg)
-        load_state(parent.state_path, model, opt)
+        at, _ = load_state(saved, model, opt)
+        if at != step:
+            raise RunError(f"{saved} holds the state at step {at}, not {step}")
         how = "saved state"
     else:
         model, opt = replay(cfg, parent.partitions(), step, device)
         how = f"replayed {step} steps"
+    check_weights(parent, step, model, how)
+    return model, opt, how
+
+
+def check_weights(parent: RunDir, step: int, model: torch.nn.Module, how: str) -> None:
+    """A one-line error unless ``model`` holds the parent's checkpoint at ``step`` exactly."""
     want = read_checkpoint(parent.checkpoint_path(step))
     got = {k: v.detach().to("cpu", torch.float32) for k, v in model.state_dict().items()}
     differ = sorted(k for k in want if k in got and not torch.equal(want[k], got[k]))
@@ -88,18 +106,44 @@ def state_at(parent: RunDir, step: int, device: torch.device):
         raise RunError(f"{parent.root}: the {how} does not reproduce the parent's weights at step {step} "
                        f"({len(differ)} tensors differ, by up to {worst:.2e}); branch on the machine and torch "
                        "build that trained it")
-    return model, opt, how
 
 
-def make_branch(parent_path: Path, step: int, out: Path, overrides: list[str]) -> RunDir:
-    """Write the branch's run directory at ``step`` (see the module docstring); train it with ``resume``."""
+def save_states(parent_path: Path, steps: list[int], dest: Path) -> dict[int, Path]:
+    """The parent's exact optimiser state at each of ``steps``, from one replay (checked against its
+    checkpoints), as ``dest/step<S>.safetensors``; files already there are kept.  Many branches at one
+    step then share one replay instead of each replaying."""
+    from assign_add.train.trainer import replay, resolve_device
+
+    parent = open_run(parent_path)
+    cfg = parent.config()
+    for s in steps:
+        check_branch_step(parent, s)
+    paths = {s: Path(dest) / f"step{s:05d}.safetensors" for s in steps}
+    todo = {s for s, p in paths.items() if not p.is_file()}
+    if todo:
+        Path(dest).mkdir(parents=True, exist_ok=True)
+
+        def keep(step: int, model: torch.nn.Module, opt: torch.optim.Optimizer) -> None:
+            if step in todo:
+                check_weights(parent, step, model, f"replay of {step} steps")
+                save_state(paths[step], model, opt, step, {"loss_sum": 0.0, "loss_count": 0, "elapsed": 0.0})
+
+        replay(cfg, parent.partitions(), max(todo), resolve_device(cfg.train.device), at=keep)
+    return paths
+
+
+def make_branch(parent_path: Path, step: int, out: Path, overrides: list[str], saved: Path | None = None) -> RunDir:
+    """Write the branch's run directory at ``step`` (see the module docstring); train it with ``resume``.
+    ``saved``: the parent's state at ``step`` from :func:`save_states`."""
     from assign_add.train.trainer import resolve_device
 
     parent = open_run(parent_path)
     cfg = branch_config(parent, overrides)
-    check_branch_step(parent, step, cfg)
+    check_branch_step(parent, step)
+    if cfg.train.steps <= step:
+        raise RunError(f"train.steps={cfg.train.steps}: a branch at step {step} must run past it")
     device = resolve_device(cfg.train.device)
-    model, opt, how = state_at(parent, step, device)
+    model, opt, how = state_at(parent, step, device, saved)
     records = [r for r in read_jsonl(parent.metrics_path) if r["step"] <= step]
     if not any(r["step"] == step for r in records):
         raise RunError(f"{parent.metrics_path} has no record at step {step}; the parent run is incomplete")
@@ -112,13 +156,21 @@ def make_branch(parent_path: Path, step: int, out: Path, overrides: list[str]) -
         run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         for s in parent.checkpoint_steps():
             if s <= step:
-                shutil.copyfile(parent.checkpoint_path(s), run.checkpoint_path(s))
+                _link_or_copy(parent.checkpoint_path(s), run.checkpoint_path(s))
         save_state(run.state_path, model, opt, step, {"loss_sum": 0.0, "loss_count": 0, "elapsed": 0.0})
         atomic_write_text(run.root / BRANCH_FILE, json.dumps(info, indent=2) + "\n")
 
     run, lock = create_run_dir(Path(out), cfg, {"state": "running", "step": step, "source": "branch"}, populate)
     lock.release()
     return run
+
+
+def _link_or_copy(src: Path, dst: Path) -> None:
+    """A hard link where the file system allows (checkpoints are never rewritten in place), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
 
 
 def branch_info(run: RunDir) -> dict | None:

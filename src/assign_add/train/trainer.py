@@ -252,10 +252,13 @@ def train_step(model: torch.nn.Module, opt: torch.optim.Optimizer, sampler: Samp
     return float(loss.detach())
 
 
-def replay(cfg: RunConfig, partitions, until: int, device: torch.device) -> tuple[AssignAddTransformer, torch.optim.Optimizer]:
+def replay(cfg: RunConfig, partitions, until: int, device: torch.device,
+           at: Callable[[int, torch.nn.Module, torch.optim.Optimizer], None] | None = None,
+           ) -> tuple[AssignAddTransformer, torch.optim.Optimizer]:
     """The model and optimiser of run ``cfg`` after ``until`` updates, recomputed from its seeds with
     the same step as :func:`train` (evaluations and checkpoints do not touch the numbers), so on the
-    device that trained it the weights are the run's own, bit for bit."""
+    device that trained it the weights are the run's own, bit for bit.  ``at(step, model, opt)`` is
+    called after every update and before the first."""
     t = cfg.train
     model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=t.weights_seed).to(device)
     opt = make_optimizer(model, cfg)
@@ -263,10 +266,14 @@ def replay(cfg: RunConfig, partitions, until: int, device: torch.device) -> tupl
     forward = compiled_answer_logits() if t.compile else fast_answer_logits
     autocast = autocast_for(cfg, device)
     model.train()
+    if at:
+        at(0, model, opt)
     for step in range(until):
         loss = train_step(model, opt, sampler, step, t.batch_size, forward, autocast, device)
         if not math.isfinite(loss):
             raise RunError(f"replaying the run diverged at step {step + 1} (loss {loss})")
+        if at:
+            at(step + 1, model, opt)
     return model, opt
 
 

@@ -1,0 +1,3 @@
+from assign_add.cli import main
+
+main()

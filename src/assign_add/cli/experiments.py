@@ -1,0 +1,142 @@
+"""Commands over many runs: sweep (one run per config value and seed) and branch-and-replay."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.table import Table
+
+from assign_add.cli.common import (
+    OverridesArg,
+    _parse_ints,
+    _TrainProgress,
+    app,
+    console,
+    err_console,
+    user_errors,
+)
+from assign_add.config import ConfigError
+
+
+@app.command("sweep")
+@user_errors
+def sweep_cmd(
+    overrides: Optional[list[str]] = OverridesArg,
+    out: Path = typer.Option(..., "--out", help="sweep folder, e.g. sweeps/f"),
+    sweep_preset: Optional[str] = typer.Option(None, "--preset", help="f or r (the authors' protocol: 30,000 steps), f-short or r-short (smoke runs)"),
+    param: Optional[str] = typer.Option(None, "--param", help="dotted config field to sweep, e.g. task.f"),
+    values: Optional[str] = typer.Option(None, "--values", help="comma-separated values"),
+    seeds: int = typer.Option(1, "--seeds", help="seeds per value (42, 43, ...)"),
+    steps: Optional[int] = typer.Option(None, "--steps", help="training steps per run (preset default otherwise)"),
+    score: Optional[str] = typer.Option(None, "--score", help="curated set whose final accuracy is the score"),
+    backend: str = typer.Option("local", "--backend", help="local or ray"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="parallel runs (default: CPU cores)"),
+    address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray)"),
+) -> None:
+    """Train one run per (value, seed); aggregate the score, fit the threshold, draw the figure."""
+    from rich.progress import Progress, TimeElapsedColumn
+
+    from assign_add.sweep.backends import SweepProgress
+    from assign_add.sweep.spec import make_spec, parse_values
+    from assign_add.sweep.summary import threshold_lines
+    from assign_add.sweep.sweep import prepare_sweep_dir, run_sweep
+
+    if workers is not None and workers < 1:
+        raise ConfigError("--workers", f"must be >= 1, got {workers}")
+    spec = make_spec(sweep_preset, param, parse_values(values) if values else None, seeds, steps, score, overrides or [])
+    if backend not in ("local", "ray"):
+        raise ConfigError("--backend", f"unknown backend {backend!r}; choose local or ray")
+    prepare_sweep_dir(spec, out)  # errors before the progress bar appears
+    columns = (*Progress.get_default_columns(), TimeElapsedColumn())
+    with Progress(*columns, console=err_console) as bar:
+        points = len(spec.points())
+        task = bar.add_task(f"sweep {spec.param}: 0/{points} points", total=spec.steps * points)
+
+        def show(p: SweepProgress) -> None:  # training steps summed over all points
+            bar.update(task, completed=p.steps_done,
+                       description=f"sweep {spec.param}: {p.points_done}/{p.points_total} points")
+
+        summary = run_sweep(spec, out, backend, workers, address, progress=show)
+    table = Table(spec.param, "2-var share", f"{spec.score} (mean)", "sd", f"at {spec.steps // 3:,}",
+                  f"at {2 * spec.steps // 3:,}", "converged")
+    fmt = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
+    for row in summary["rows"]:
+        conv = "—" if row["converged"] is None else ("yes" if row["converged"] else "no")
+        table.add_row(f"{row['value']:.4g}", fmt(row["two_var_share"]), fmt(row["mean"]), fmt(row["sd"]),
+                      fmt(row["at_third"]), fmt(row["at_two_thirds"]), conv)
+    console.print(table)
+    for line in threshold_lines(spec, summary):
+        console.print(line.replace("**", ""), highlight=False)
+    console.print(f"wrote {Path(out) / 'sweep.json'}, table.md, figure.png, curves.png", highlight=False)
+
+
+
+
+@app.command("branch")
+@user_errors
+def branch_cmd(
+    parent: Path = typer.Argument(..., help="the run to branch (trained here: its weights are checked bit for bit)"),
+    step: int = typer.Option(..., "--step", help="branch at this step (an evaluated, checkpointed step of the parent)"),
+    out: Path = typer.Option(..., "--out", help="the branch's run directory"),
+    overrides: Optional[list[str]] = typer.Argument(
+        None, help="what changes, e.g. train.data_seed=7 train.steps=20000", show_default=False),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
+) -> None:
+    """Continue a run from step S with its exact weights and optimiser state, and another data order."""
+    from assign_add.train.branch import branch_info, make_branch
+    from assign_add.train.trainer import train
+
+    run = make_branch(parent, step, out, overrides or [])
+    info = branch_info(run)
+    console.print(f"branched {parent} at step {step} ({info['how']}; data seed {info['parent_data_seed']} -> "
+                  f"{info['data_seed']})", highlight=False)
+    with _TrainProgress(enabled=progress) as bar:
+        result = train(run.config(), out, resume=True, progress=bar.update)
+    console.print(f"[green]done[/] {out}: step {result.final_step} in {result.seconds:.0f} s", highlight=False)
+
+
+@app.command("branches")
+@user_errors
+def branches_cmd(
+    parents: list[Path] = typer.Argument(..., help="parent runs (e.g. a seed that binds and one that does not)"),
+    out: Path = typer.Option(..., "--out", help="experiment folder: branches and branches.json"),
+    at: str = typer.Option("0,500,1000,2000,4000", "--at", help="comma-separated branch steps"),
+    orders: int = typer.Option(8, "--orders", help="fresh data orders per branch point (data seeds 10000, 10001, ...)"),
+    steps: int = typer.Option(20_000, "--steps", help="the horizon: each branch trains to this step"),
+    until_bound: bool = typer.Option(True, "--until-bound/--full", help="stop a branch once it has bound"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="parallel branches (default: CPU cores)"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
+) -> None:
+    """Branch-and-replay: P(bound by --steps) per parent and branch step over fresh data orders."""
+    import shlex
+
+    from assign_add.parallel import cpu_cores
+    from assign_add.sweep.branches import plan, run_branches
+
+    if orders < 1:
+        raise ConfigError("--orders", f"must be >= 1, got {orders}")
+    if workers is not None and workers < 1:
+        raise ConfigError("--workers", f"must be >= 1, got {workers}")
+    jobs = plan(parents, _parse_ints(at, "--at"), orders, out, steps, until_bound)
+    command = "assign-add branches " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+
+    shown = [-1]
+
+    def show(rows, total) -> None:
+        if progress and len(rows) != shown[0]:
+            shown[0] = len(rows)
+            err_console.print(f"{len(rows)}/{total} branches done", highlight=False)
+
+    summary = run_branches(jobs, out, steps, workers or cpu_cores(), command, poll=show)
+    table = Table("parent", "branch step", "bound by " + f"{steps:,}", "P(bound)", "95 % CI", "open",
+                  "median binding step")
+    for row in summary["table"]:
+        p = "—" if row["p_bound"] is None else f"{row['p_bound']:.2f}"
+        med = "—" if row["median_bound_at"] is None else f"{row['median_bound_at']:,}"
+        table.add_row(row["parent"], f"{row['step']:,}", f"{row['bound']} of {row['watched']}", p,
+                      f"{row['ci95'][0]:.2f}–{row['ci95'][1]:.2f}", str(row["open"]), med)
+    console.print(table)
+    console.print(f"wrote {Path(out) / 'branches.json'}", highlight=False)

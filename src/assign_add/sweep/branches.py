@@ -1,0 +1,151 @@
+"""Branch-and-replay: when is a seed's fate (binding or not) fixed, and by the weights or the data?
+
+From each parent run, at each branch step ``S``, ``orders`` branches continue with fresh data seeds
+(:func:`~assign_add.train.branch.make_branch`: the parent's exact weights and AdamW state at ``S``).
+Each branch trains to ``steps`` (stopping once bound when ``until_bound``: the question is only
+whether and when it binds) and the table gives, per branch point, P(bound by ``steps``) with a 95 %
+Wilson interval.  If P stays near the parent's own outcome from step 0 on, the initial weights
+decide; if it is spread at step 0 and converges later, the data order decides until then.
+
+Layout: ``OUT/<parent name>/step<S>/data<seed>/`` (ordinary run directories, resumable) and
+``OUT/branches.json`` (one row per branch, rewritten atomically as branches finish).  Running the
+same command again resumes unfinished branches; a larger ``steps`` extends finished ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from assign_add.analysis.dynamics import curves_from_records, detect_phases
+from assign_add.analysis.timing import wilson_interval
+from assign_add.io import atomic_write_json
+from assign_add.run import RunDir, RunError, open_run
+
+# Only what binding and addition need is evaluated along a branch (a third of a step's time otherwise);
+# the last step still evaluates every set.
+BRANCH_EVAL_SETS = ["0var_heldout", "1var_heldout"]
+DATA_SEED_BASE = 10_000  # branch data seeds are BASE + k, apart from the seeds runs use by default
+
+
+@dataclass(frozen=True)
+class BranchJob:
+    parent: str
+    step: int
+    data_seed: int
+    out: str
+    steps: int
+    until_bound: bool
+    saved: str = ""  # the parent's state at ``step`` (from save_states), shared by the branches there
+    chunk: int = 500
+
+
+@dataclass
+class BranchRow:
+    parent: str
+    step: int
+    data_seed: int
+    bound_at: int | None  # the first evaluated step with 1-var held-out accuracy ≥ the binding level
+    reached: int  # the last evaluated step
+    out: str
+
+    def bound_by(self, horizon: int) -> bool | None:
+        """True / False, or None while it was neither bound nor watched up to ``horizon``."""
+        if self.bound_at is not None and self.bound_at <= horizon:
+            return True
+        return False if self.reached >= horizon else None
+
+
+def branch_dir(out: Path, parent: Path, step: int, data_seed: int) -> Path:
+    return Path(out) / Path(parent).name / f"step{step:05d}" / f"data{data_seed}"
+
+
+def plan(parents: list[Path], at: list[int], orders: int, out: Path, steps: int, until_bound: bool) -> list[BranchJob]:
+    """Every branch, ordered data order first, so an interrupted experiment has as many branches at every point."""
+    names = [Path(p).name for p in parents]
+    if len(set(names)) != len(names):
+        raise RunError(f"parent runs need distinct folder names (their branches go to --out/NAME): {', '.join(names)}")
+    for p in parents:
+        open_run(p)
+    seeds = [DATA_SEED_BASE + k for k in range(orders)]
+    return [BranchJob(str(p), s, d, str(branch_dir(out, p, s, d)), steps, until_bound, str(state_path(out, p, s)))
+            for d in seeds for p in parents for s in at]
+
+
+def state_path(out: Path, parent: Path, step: int) -> Path:
+    return Path(out) / Path(parent).name / "states" / f"step{step:05d}.safetensors"
+
+
+def states_job(parent: str, steps: list[int], dest: str) -> list[str]:
+    from assign_add.train.branch import save_states
+
+    return [str(p) for p in save_states(Path(parent), steps, Path(dest)).values()]
+
+
+def binding_of(run: RunDir) -> tuple[int | None, int]:
+    """(binding step or None, last evaluated step) from the run's metrics."""
+    records = run.metrics()
+    phases = detect_phases(curves_from_records(records))
+    return phases.binding_reached, int(records[-1]["step"])
+
+
+def run_branch(job: BranchJob) -> BranchRow:
+    """Create (or reopen) one branch and train it in chunks until bound (with ``until_bound``) or ``steps``."""
+    from assign_add.train.branch import make_branch
+    from assign_add.train.trainer import train
+
+    out = Path(job.out)
+    if not RunDir(out).exists():
+        make_branch(Path(job.parent), job.step, out, [f"train.data_seed={job.data_seed}", f"train.steps={job.steps}",
+                                                      f"train.eval_sets={BRANCH_EVAL_SETS!r}",
+                                                      f"train.checkpoint_every={job.steps}"],
+                    saved=Path(job.saved) if job.saved else None)
+    run = RunDir(out)
+    cfg = run.config()
+    cfg.train.steps = max(job.steps, cfg.train.steps)
+    while True:
+        bound_at, reached = binding_of(run)
+        if reached >= cfg.train.steps or (job.until_bound and bound_at is not None):
+            return BranchRow(job.parent, job.step, job.data_seed, bound_at, reached, job.out)
+        train(cfg, out, resume=True, stop_after=min(reached + job.chunk, cfg.train.steps))
+
+
+def branch_table(rows: list[BranchRow], horizon: int) -> list[dict]:
+    """Per (parent, branch step): branches bound by ``horizon`` of those watched that long, the 95 % Wilson
+    interval, the branches still open, and the median binding step of the bound ones."""
+    table = []
+    for key in sorted({(r.parent, r.step) for r in rows}):
+        group = [r for r in rows if (r.parent, r.step) == key]
+        known = [r.bound_by(horizon) for r in group if r.bound_by(horizon) is not None]
+        k, n = sum(known), len(known)
+        lo, hi = wilson_interval(k, n)
+        bound = sorted(r.bound_at for r in group if r.bound_at is not None and r.bound_at <= horizon)
+        table.append({"parent": Path(key[0]).name, "step": key[1], "branches": len(group), "watched": n, "bound": k,
+                      "p_bound": k / n if n else None, "ci95": [lo, hi], "open": len(group) - n,
+                      "median_bound_at": bound[len(bound) // 2] if bound else None})
+    return table
+
+
+def write_summary(out: Path, rows: list[BranchRow], horizon: int, command: str) -> dict:
+    summary = {"command": command, "horizon": horizon, "table": branch_table(rows, horizon),
+               "rows": [asdict(r) for r in rows]}
+    atomic_write_json(Path(out) / "branches.json", summary)
+    return summary
+
+
+def run_branches(jobs: list[BranchJob], out: Path, horizon: int, workers: int, command: str, poll=None) -> dict:
+    """Run every branch in ``workers`` processes of one thread; the summary is rewritten as they finish."""
+    from assign_add.parallel import run_pool
+
+    def update(results: list) -> None:
+        rows = [r for r in results if isinstance(r, BranchRow)]
+        write_summary(out, rows, horizon, command)
+        if poll:
+            poll(rows, len(jobs))
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    parents = sorted({j.parent for j in jobs})
+    run_pool([(states_job, (p, sorted({j.step for j in jobs if j.parent == p}),
+                            str(state_path(out, Path(p), 0).parent))) for p in parents], workers=workers, threads=1)
+    results = run_pool([(run_branch, (j,)) for j in jobs], workers=workers, threads=1, poll=update)
+    return write_summary(out, results, horizon, command)
