@@ -7,14 +7,13 @@ import shutil
 
 import pytest
 import torch
+from conftest import small_paper_cfg
 from safetensors.torch import load_file
 
 from assign_add.io import read_jsonl
 from assign_add.run import RunError, open_run
 from assign_add.train.branch import branch_info, make_branch
 from assign_add.train.trainer import train
-
-from conftest import small_paper_cfg
 
 STEPS = ["train.steps=120", "train.eval_every=20", "train.batch_size=64", "train.state_every=40",
          "train.checkpoint_every=20", "train.seed=5"]
@@ -102,3 +101,41 @@ def test_a_replay_that_does_not_reproduce_the_parent_is_refused(parent, tmp_path
         make_branch(copy, 60, tmp_path / "b", [])
     assert not (tmp_path / "b").exists()
     assert json.loads((copy / "status.json").read_text())["step"] == 120
+
+
+def test_branch_table_counts_bound_by_the_horizon_and_leaves_open_branches_out():
+    from assign_add.sweep.branches import BranchRow, branch_table
+
+    rows = [BranchRow("a/p", 0, 1, 3000, 3000, ""), BranchRow("a/p", 0, 2, None, 10000, ""),
+            BranchRow("a/p", 0, 3, 12000, 12000, ""), BranchRow("a/p", 0, 4, None, 6000, ""),
+            BranchRow("a/p", 500, 1, 800, 800, "")]
+    table = branch_table(rows, 10000)
+    first = table[0]
+    # bound by 10,000: data 1; not: data 2 (watched to 10,000) and 3 (bound only at 12,000); data 4 still open
+    assert (first["parent"], first["step"], first["branches"], first["watched"], first["bound"], first["open"]) == \
+        ("p", 0, 4, 3, 1, 1)
+    assert first["p_bound"] == pytest.approx(1 / 3) and first["median_bound_at"] == 3000
+    lo, hi = first["ci95"]
+    assert 0 < lo < 1 / 3 < hi < 1
+    assert table[1]["bound"] == 1 and table[1]["watched"] == 1
+
+
+def test_branches_command_runs_resumes_and_reports(parent, tmp_path):
+    from typer.testing import CliRunner
+
+    from assign_add.cli import app
+
+    args = ["branches", str(parent.root), "--out", str(tmp_path / "x"), "--at", "0,60", "--orders", "2",
+            "--steps", "100", "--workers", "1", "--no-progress"]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    summary = json.loads((tmp_path / "x" / "branches.json").read_text())
+    assert len(summary["rows"]) == 4 and {r["reached"] for r in summary["rows"]} == {100}
+    assert [(r["step"], r["watched"], r["open"]) for r in summary["table"]] == [(0, 2, 0), (60, 2, 0)]
+    state = tmp_path / "x" / "parent" / "states" / "step00060.safetensors"
+    mtime = state.stat().st_mtime_ns
+    again = CliRunner().invoke(app, args)
+    assert again.exit_code == 0 and json.loads((tmp_path / "x" / "branches.json").read_text())["rows"] == summary["rows"]
+    assert state.stat().st_mtime_ns == mtime, "a second run reuses the saved states and the finished branches"
+    bad = CliRunner().invoke(app, [*args[:-3], "--orders", "0"])
+    assert bad.exit_code == 2 and "--orders" in bad.output
