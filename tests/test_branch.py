@@ -132,6 +132,9 @@ def test_branches_command_runs_resumes_and_reports(parent, tmp_path):
     summary = json.loads((tmp_path / "x" / "branches.json").read_text())
     assert len(summary["rows"]) == 4 and {r["reached"] for r in summary["rows"]} == {100}
     assert [(r["step"], r["watched"], r["open"]) for r in summary["table"]] == [(0, 2, 0), (60, 2, 0)]
+    md = (tmp_path / "x" / "branches.md").read_text().splitlines()
+    assert md[0].startswith("`assign-add branches") and md[2] == "4 of 4 branches finished." and len(md) == 6 + 2 \
+        and md[6].startswith("| parent | 0 |")
     state = tmp_path / "x" / "parent" / "states" / "step00060.safetensors"
     mtime = state.stat().st_mtime_ns
     again = CliRunner().invoke(app, args)

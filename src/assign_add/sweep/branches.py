@@ -19,7 +19,7 @@ from pathlib import Path
 
 from assign_add.analysis.dynamics import curves_from_records, detect_phases
 from assign_add.analysis.timing import wilson_interval
-from assign_add.io import atomic_write_json
+from assign_add.io import atomic_write_json, atomic_write_text
 from assign_add.run import RunDir, RunError, open_run
 
 # Only what binding and addition need is evaluated along a branch (a third of a step's time otherwise);
@@ -126,11 +126,29 @@ def branch_table(rows: list[BranchRow], horizon: int) -> list[dict]:
     return table
 
 
-def write_summary(out: Path, rows: list[BranchRow], horizon: int, command: str) -> dict:
-    summary = {"command": command, "horizon": horizon, "table": branch_table(rows, horizon),
+def write_summary(out: Path, rows: list[BranchRow], horizon: int, command: str, planned: int) -> dict:
+    """``branches.json`` (the table and every finished branch) and ``branches.md`` (the table), atomically."""
+    summary = {"command": command, "horizon": horizon, "planned": planned, "finished": len(rows),
+               "table": branch_table(rows, horizon),
                "rows": [asdict(r) for r in rows]}
     atomic_write_json(Path(out) / "branches.json", summary)
+    atomic_write_text(Path(out) / "branches.md", table_markdown(summary))
     return summary
+
+
+def table_markdown(summary: dict) -> str:
+    """The branch table as Markdown, with the command that made it."""
+    h = summary["horizon"]
+    lines = [f"`{summary['command']}`", "",
+             f"{summary['finished']} of {summary['planned']} branches finished.", "",
+             f"| parent | branch step | bound by {h:,} | P(bound) | 95 % CI (Wilson) | still open | median binding step |",
+             "|---|---|---|---|---|---|---|"]
+    for r in summary["table"]:
+        p = "—" if r["p_bound"] is None else f"{r['p_bound']:.2f}"
+        med = "—" if r["median_bound_at"] is None else f"{r['median_bound_at']:,}"
+        lines.append(f"| {r['parent']} | {r['step']:,} | {r['bound']} of {r['watched']} | {p} | "
+                     f"{r['ci95'][0]:.2f}–{r['ci95'][1]:.2f} | {r['open']} | {med} |")
+    return "\n".join(lines) + "\n"
 
 
 def run_branches(jobs: list[BranchJob], out: Path, horizon: int, workers: int, command: str, poll=None) -> dict:
@@ -139,7 +157,7 @@ def run_branches(jobs: list[BranchJob], out: Path, horizon: int, workers: int, c
 
     def update(results: list) -> None:
         rows = [r for r in results if isinstance(r, BranchRow)]
-        write_summary(out, rows, horizon, command)
+        write_summary(out, rows, horizon, command, len(jobs))
         if poll:
             poll(rows, len(jobs))
 
@@ -148,4 +166,4 @@ def run_branches(jobs: list[BranchJob], out: Path, horizon: int, workers: int, c
     run_pool([(states_job, (p, sorted({j.step for j in jobs if j.parent == p}),
                             str(state_path(out, Path(p), 0).parent))) for p in parents], workers=workers, threads=1)
     results = run_pool([(run_branch, (j,)) for j in jobs], workers=workers, threads=1, poll=update)
-    return write_summary(out, results, horizon, command)
+    return write_summary(out, results, horizon, command, len(jobs))
