@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assign_add.analysis import attention, gradients, probes, registry, representation
-from assign_add.analysis.suite import analyze, inputs_key, is_current
+from assign_add.analysis.suite import analyze, inputs_key, is_current, measure
 from assign_add.config import apply_overrides, preset, validate
 from assign_add.model.hooked import AssignAddTransformer
 from assign_add.reproduce import ensure_analysis
@@ -110,3 +110,26 @@ def test_the_sampled_batches_are_saved_and_read_back(small_run, monkeypatch):
     monkeypatch.setattr(registry, "Sampler", no_draw)
     again = analyze(small_run, only=["gradients"])
     assert again["gradients"] == first["gradients"]
+
+
+def _tree(root) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_measure_writes_nothing_and_equals_what_analyze_saves(tmp_path):
+    """``measure`` is ``analyze`` without a byte written: same numbers, the run directory unchanged --
+    also for a run without training metrics, whose accuracies analyze would cache in evals.jsonl."""
+    out = tmp_path / "run"
+    train(small_paper_cfg("train.steps=20", "train.eval_every=10", "train.checkpoint_every=10",
+                          "train.batch_size=64"), out)
+    run = RunDir(out)
+    run.metrics_path.unlink()  # as an imported run: accuracies must come from the checkpoints
+    before = _tree(out)
+    measured = measure(out)
+    assert _tree(out) == before, "measure wrote into the run"
+    saved = analyze(run)
+    assert (out / "evals.jsonl").is_file() and (out / registry.INPUTS_FILE).is_file()
+    strip = lambda d: {k: v for k, v in d.items() if k not in ("inputs_key", "seconds")}  # noqa: E731
+    assert strip(measured) == strip(json.loads((out / "analysis.json").read_text()))
+    assert strip(measure(run, only=["dynamics"], steps=[0, 20]))["dynamics"]["steps"] == [0, 20]
+    assert saved["final_step"] == measured["final_step"] == 20

@@ -60,14 +60,17 @@ def pools(sets: dict[str, Batch]) -> dict[str, Batch]:
     return {k: v for k, v in sets.items() if k != "2var_union"}
 
 
-def sampled_inputs(run: RunDir, cfg: RunConfig, vocab: Vocab) -> dict[str, Batch]:
-    """The gradient analysis's sequences: read from ``analysis_inputs.npz``, drawn and saved the first time."""
+def sampled_inputs(run: RunDir, cfg: RunConfig, vocab: Vocab, write: bool = True) -> dict[str, Batch]:
+    """The gradient analysis's sequences: read from ``analysis_inputs.npz``, drawn (from fixed seeds)
+    and saved the first time (``write``), or drawn and kept in memory (not ``write``)."""
     path = run.root / INPUTS_FILE
     if path.is_file():
         return load_eval_sets(path)
     theory = gradients.one_var_samples(cfg.task, run.partitions(), vocab)
     drawn = {f"theory_{i}": b for i, b in enumerate(theory)}
     drawn["mixture"] = Sampler(cfg.task, seed=gradients.THEORY_SEED).batch(0, MIXTURE_BATCH)
+    if not write:
+        return drawn
     save_eval_sets(drawn, path)
     return load_eval_sets(path)
 
@@ -86,6 +89,7 @@ class Context:
     records_source: str
     phases: dynamics.Phases
     curves: dynamics.Curves
+    write: bool = True  # False: a read-only measurement (nothing cached into the run)
     _final_model: AssignAddTransformer | None = field(default=None, repr=False)
 
     @property
@@ -155,7 +159,8 @@ def _representation_each(v: CheckpointView, ctx: Context) -> dict:
 def _dynamics_finish(ctx: Context, section: dict) -> None:
     section.update(source=ctx.records_source, steps=ctx.curves.steps, acc=ctx.curves.acc, phases=ctx.phases.to_json())
     exhaustive = {k: ctx.sets[k] for k in ("0var_heldout_all", "2var_union") if k in ctx.sets}
-    acc = evaluate_checkpoints(ctx.run, [ctx.final], list(exhaustive), lock=False)[0]["acc"] if exhaustive else {}
+    acc = evaluate_checkpoints(ctx.run, [ctx.final], list(exhaustive), lock=False,
+                               write=ctx.write)[0]["acc"] if exhaustive else {}
     section["final_exhaustive"] = {"step": ctx.final, **acc}
 
 
@@ -213,7 +218,7 @@ def _gradients_finish(ctx: Context, section: dict) -> None:
     else:
         early = [s for s in ctx.steps if s < binding] or ctx.steps[:1]
     reference = weights.variable_qk_matrix(ctx.final_model, ctx.vocab)
-    drawn = sampled_inputs(ctx.run, ctx.cfg, ctx.vocab)
+    drawn = sampled_inputs(ctx.run, ctx.cfg, ctx.vocab, ctx.write)
     samples = [drawn[k] for k in sorted(drawn) if k.startswith("theory_")]
     chosen = {early[int(round(x))] for x in np.linspace(0, len(early) - 1, min(GRADIENT_CHECKPOINTS, len(early)))}
     theory: dict = {"preconditions": {}, "by_step": {}}

@@ -23,7 +23,7 @@ from assign_add.analysis.registry import INPUTS_FILE, REGISTRY, Context, checkpo
 from assign_add.config import ConfigError
 from assign_add.io import atomic_write_json
 from assign_add.lock import run_lock
-from assign_add.run import RunDir, RunError
+from assign_add.run import RunDir, RunError, open_run
 from assign_add.task.vocab import Vocab
 from assign_add.train.checkpoint_eval import evaluate_checkpoints
 
@@ -31,16 +31,17 @@ ANALYSES = tuple(REGISTRY)
 
 Progress = Callable[[str, int, int], None]
 
-__all__ = ["ANALYSES", "analyze", "inputs_key", "is_current", "load_analysis", "probe_batch"]
+__all__ = ["ANALYSES", "analyze", "measure", "inputs_key", "is_current", "load_analysis", "probe_batch"]
 
 
-def accuracy_records(run: RunDir, steps: list[int]) -> tuple[list[dict], str]:
-    """Per-step accuracies: training metrics when present, else computed from checkpoints."""
+def accuracy_records(run: RunDir, steps: list[int], write: bool = True) -> tuple[list[dict], str]:
+    """Per-step accuracies: training metrics when present, else computed from checkpoints (cached in
+    ``evals.jsonl`` only with ``write``)."""
     metrics = run.metrics()
     if metrics:
         return metrics, "metrics.jsonl"
     names = list(pools(run.eval_sets()))
-    return evaluate_checkpoints(run, steps, names, lock=False), "checkpoints"
+    return evaluate_checkpoints(run, steps, names, lock=False, write=write), "checkpoints"
 
 
 @functools.cache
@@ -84,12 +85,31 @@ def is_current(run: RunDir, only: list[str] | None = None, steps: list[int] | No
 def analyze(
     run: RunDir, only: list[str] | None = None, steps: list[int] | None = None, progress: Progress | None = None
 ) -> dict:
-    """Every analysis in ``only`` (default all); holds the run's lock while it reads and writes."""
+    """Every analysis in ``only`` (default all), saved as ``analysis.json`` with its figures; holds the
+    run's lock while it reads and writes."""
     with run_lock(run.root):
-        return _analyze(run, only, steps, progress)
+        out = _measure(run, only, steps, progress, write=True)
+        out["inputs_key"] = inputs_key(run, only or list(ANALYSES), out["steps"])
+        from assign_add.analysis.figures import write_figures
+
+        write_figures(out, run.root / "figures")
+        atomic_write_json(run.root / "analysis.json", _clean(out))  # last: a saved analysis has its figures
+        return out
 
 
-def _context(run: RunDir, steps: list[int] | None) -> Context:
+def measure(
+    run: RunDir | str | Path, only: list[str] | None = None, steps: list[int] | None = None,
+    progress: Progress | None = None,
+) -> dict:
+    """The same dict ``analyze`` saves, computed in memory: never writes a byte into the run and never
+    takes its lock (a notebook, a script, a run that is still training).  What ``analyze`` would cache
+    (checkpoint accuracies, the gradient analysis's sampled sequences) is read when present and
+    otherwise computed and forgotten."""
+    run = run if isinstance(run, RunDir) else open_run(Path(run))
+    return _clean(_measure(run, only, steps, progress, write=False))
+
+
+def _context(run: RunDir, steps: list[int] | None, write: bool) -> Context:
     cfg = run.config()
     available = run.checkpoint_steps()
     if not available:
@@ -99,19 +119,21 @@ def _context(run: RunDir, steps: list[int] | None) -> Context:
     if missing:
         raise RunError(f"{run.root} has no checkpoint at step(s) {', '.join(map(str, missing))}")
     sets = run.eval_sets()
-    records, origin = accuracy_records(run, steps)
+    records, origin = accuracy_records(run, steps, write)
     curves = dynamics.curves_from_records(records)
     return Context(run=run, cfg=cfg, vocab=Vocab.from_task(cfg.task), steps=steps, sets=sets, probe=probe_batch(sets),
-                   records=records, records_source=origin, curves=curves, phases=dynamics.detect_phases(curves))
+                   records=records, records_source=origin, curves=curves, phases=dynamics.detect_phases(curves),
+                   write=write)
 
 
-def _analyze(run: RunDir, only: list[str] | None, steps: list[int] | None, progress: Progress | None) -> dict:
+def _measure(run: RunDir, only: list[str] | None, steps: list[int] | None, progress: Progress | None,
+             write: bool) -> dict:
     only = list(ANALYSES) if not only else only
     unknown = [a for a in only if a not in ANALYSES]
     if unknown:
         raise ConfigError("--only", f"unknown analysis {', '.join(unknown)}; choose from {', '.join(ANALYSES)}")
     t0 = time.perf_counter()
-    ctx = _context(run, steps)
+    ctx = _context(run, steps, write)
     tick = progress or (lambda *_: None)
     chosen = [REGISTRY[name] for name in ANALYSES if name in only]  # registry order
     out: dict = {"run": str(run.root), "source": run.status().get("source"), "steps": ctx.steps, "final_step": ctx.final}
@@ -130,12 +152,7 @@ def _analyze(run: RunDir, only: list[str] | None, steps: list[int] | None, progr
     if "dynamics" in out and each:
         table = spike.spike_table(out)
         out["spike"] = table.to_json() if table is not None else None
-    out["inputs_key"] = inputs_key(run, only, ctx.steps)  # after the analyses: the first one saves its sampled batches
     out["seconds"] = round(time.perf_counter() - t0, 2)
-    from assign_add.analysis.figures import write_figures
-
-    write_figures(out, run.root / "figures")
-    atomic_write_json(run.root / "analysis.json", _clean(out))  # last: a saved analysis has its figures
     return out
 
 
