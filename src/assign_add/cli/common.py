@@ -123,10 +123,22 @@ class _TrainProgress:
 
 
 def _parse_ints(text: str, name: str) -> list[int]:
+    """Comma-separated integers and inclusive ranges: ``0,500,1000`` or ``52-83`` or ``42,52-55``."""
+    out: list[int] = []
     try:
-        return [int(x) for x in text.split(",") if x.strip()]
+        for part in (x.strip() for x in text.split(",")):
+            if not part:
+                continue
+            lo, sep, hi = part.partition("-")
+            if sep and lo:
+                if int(hi) < int(lo):
+                    raise ValueError
+                out.extend(range(int(lo), int(hi) + 1))
+            else:
+                out.append(int(part))
     except ValueError:
-        raise ConfigError(name, f"expected comma-separated integers, got {text!r}") from None
+        raise ConfigError(name, f"expected comma-separated integers or ranges (52-83), got {text!r}") from None
+    return out
 
 
 def _print_acc_table(rows: dict[int, dict[str, float]], per_table: int = 8) -> None:

@@ -1,4 +1,4 @@
-"""Commands over many runs: sweep (one run per config value and seed) and branch-and-replay."""
+"""Commands over many runs: sweep (one run per config value and seed), branch-and-replay, and time to binding over seeds."""
 
 from __future__ import annotations
 
@@ -140,3 +140,44 @@ def branches_cmd(
                       f"{row['ci95'][0]:.2f}–{row['ci95'][1]:.2f}", str(row["open"]), med)
     console.print(table)
     console.print(f"wrote {Path(out) / 'branches.json'}", highlight=False)
+
+
+@app.command("survival")
+@user_errors
+def survival_cmd(
+    overrides: Optional[list[str]] = OverridesArg,
+    out: Path = typer.Option(..., "--out", help="experiment folder: one run per seed and survival.json"),
+    seeds: str = typer.Option(..., "--seeds", help="seeds, e.g. 52-83 or 42,43,44"),
+    steps: int = typer.Option(40_000, "--steps", help="the horizon: a run not bound by then is censored there"),
+    until_bound: bool = typer.Option(True, "--until-bound/--full", help="stop a run once it has bound"),
+    workers: Optional[int] = typer.Option(None, "--workers", help="parallel runs (default: CPU cores)"),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
+) -> None:
+    """Time to binding over seeds: survival curve, P(bound by 20k / 40k), and an early predictor."""
+    import shlex
+
+    from assign_add.parallel import cpu_cores
+    from assign_add.sweep.survival import plan, run_survival
+
+    if workers is not None and workers < 1:
+        raise ConfigError("--workers", f"must be >= 1, got {workers}")
+    jobs = plan(_parse_ints(seeds, "--seeds"), out, steps, until_bound, overrides or [])
+    command = "assign-add survival " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    shown = [-1]
+
+    def show(rows, total) -> None:
+        if progress and len(rows) != shown[0]:
+            shown[0] = len(rows)
+            err_console.print(f"{len(rows)}/{total} seeds done", highlight=False)
+
+    summary = run_survival(jobs, out, steps, workers or cpu_cores(), command, poll=show)
+    table = Table("horizon", "bound", "P(bound)", "95 % CI")
+    for m, r in summary["bound_by"].items():
+        table.add_row(f"{int(m):,}", f"{r['bound']} of {r['watched']}", "—" if r["p"] is None else f"{r['p']:.2f}",
+                      f"{r['ci95'][0]:.2f}–{r['ci95'][1]:.2f}")
+    console.print(table)
+    pred = summary["predictor"]
+    if pred["loo_accuracy"] is not None:
+        console.print(f"early predictor (step {pred['early_step']:,}): leave-one-out accuracy {pred['loo_accuracy']:.2f} "
+                      f"vs base rate {pred['base_rate']:.2f}, permutation p = {pred['p_value']:.3f}", highlight=False)
+    console.print(f"wrote {Path(out) / 'survival.json'} and survival.md", highlight=False)

@@ -17,14 +17,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from assign_add.analysis.dynamics import curves_from_records, detect_phases
 from assign_add.analysis.timing import wilson_interval
 from assign_add.io import atomic_write_json, atomic_write_text
 from assign_add.run import RunDir, RunError, open_run
+from assign_add.sweep.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
 
-# Only what binding and addition need is evaluated along a branch (a third of a step's time otherwise);
-# the last step still evaluates every set.
-BRANCH_EVAL_SETS = ["0var_heldout", "1var_heldout"]
 DATA_SEED_BASE = 10_000  # branch data seeds are BASE + k, apart from the seeds runs use by default
 
 
@@ -37,7 +34,7 @@ class BranchJob:
     steps: int
     until_bound: bool
     saved: str = ""  # the parent's state at ``step`` (from save_states), shared by the branches there
-    chunk: int = 500
+    chunk: int = CHUNK
 
 
 @dataclass
@@ -82,32 +79,18 @@ def states_job(parent: str, steps: list[int], dest: str) -> list[str]:
     return [str(p) for p in save_states(Path(parent), steps, Path(dest)).values()]
 
 
-def binding_of(run: RunDir) -> tuple[int | None, int]:
-    """(binding step or None, last evaluated step) from the run's metrics."""
-    records = run.metrics()
-    phases = detect_phases(curves_from_records(records))
-    return phases.binding_reached, int(records[-1]["step"])
-
-
 def run_branch(job: BranchJob) -> BranchRow:
     """Create (or reopen) one branch and train it in chunks until bound (with ``until_bound``) or ``steps``."""
     from assign_add.train.branch import make_branch
-    from assign_add.train.trainer import train
 
     out = Path(job.out)
     if not RunDir(out).exists():
         make_branch(Path(job.parent), job.step, out, [f"train.data_seed={job.data_seed}", f"train.steps={job.steps}",
-                                                      f"train.eval_sets={BRANCH_EVAL_SETS!r}",
+                                                      f"train.eval_sets={BINDING_EVAL_SETS!r}",
                                                       f"train.checkpoint_every={job.steps}"],
                     saved=Path(job.saved) if job.saved else None)
-    run = RunDir(out)
-    cfg = run.config()
-    cfg.train.steps = max(job.steps, cfg.train.steps)
-    while True:
-        bound_at, reached = binding_of(run)
-        if reached >= cfg.train.steps or (job.until_bound and bound_at is not None):
-            return BranchRow(job.parent, job.step, job.data_seed, bound_at, reached, job.out)
-        train(cfg, out, resume=True, stop_after=min(reached + job.chunk, cfg.train.steps))
+    bound_at, reached = train_until_bound(out, job.steps, job.until_bound, job.chunk)
+    return BranchRow(job.parent, job.step, job.data_seed, bound_at, reached, job.out)
 
 
 def branch_table(rows: list[BranchRow], horizon: int) -> list[dict]:

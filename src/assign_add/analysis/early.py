@@ -1,0 +1,129 @@
+"""Does anything measured early in training say whether a seed will bind?
+
+The early measures of one run (:func:`early_measures`) are read at step ``EARLY_STEP`` (1,500, the
+issue's "before step 1,500" taken as *up to and including* it: no run of ours has bound before
+step 2,000): the accuracies and losses the run logged, the progress measures of
+:mod:`assign_add.analysis.spike` that the paper's C2 ties to binding (layer-1 previous-token
+attention, the = query's split between the operands, layer-2 routing, the QK identity through OV₁,
+the positional previous-token match), and the parameter norm at initialisation and at
+``EARLY_STEP``.  The list is fixed here, before any outcome was seen.
+
+The predictor (:func:`predictor_test`) is an L2-regularised logistic regression on the standardised
+measures (λ = 1, scikit-learn's default C = 1; not tuned), scored by leave-one-out accuracy.  Its null
+is the base rate (always guessing the commoner outcome) and a permutation test: the same
+leave-one-out accuracy with the outcomes shuffled among the runs.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from assign_add.run import RunDir
+
+EARLY_STEP = 1500
+L2 = 1.0
+PERMUTATIONS = 200
+PERMUTATION_SEED = 0
+
+# name -> label; the order is the feature order of the predictor
+FEATURES: dict[str, str] = {
+    "acc_1var_heldout": "1-var held-out accuracy",
+    "loss_1var_heldout": "1-var held-out loss",
+    "acc_0var_heldout": "0-var held-out accuracy",
+    "train_loss": "training loss (mean over the last 100 steps)",
+    "prev_token": "layer-1 previous-token attention",
+    "eq_to_left": "layer-1 attention = → left operand",
+    "eq_to_right": "layer-1 attention = → right operand",
+    "routing_acc": "layer-2 routing accuracy",
+    "qk2_identity": "QK₂ identity through OV₁",
+    "pos_prev_token": "QK₁ positional previous-token match",
+    "param_norm": "parameter norm",
+    "param_norm_init": "parameter norm at initialisation",
+}
+
+
+def parameter_norm(model: torch.nn.Module) -> float:
+    return float(torch.sqrt(sum((p.detach().double() ** 2).sum() for p in model.parameters())))
+
+
+def early_measures(run: RunDir, step: int = EARLY_STEP) -> dict[str, float]:
+    """Every measure in :data:`FEATURES` of one run at ``step`` (read-only: nothing is written)."""
+    from assign_add.analysis.suite import measure
+
+    rec = next((r for r in run.metrics() if r["step"] == step), None)
+    if rec is None:
+        raise ValueError(f"{run.root} has no evaluation at step {step}")
+    m = measure(run, only=["attention", "weights"], steps=[step])
+    att, wts = m["attention"]["by_step"][str(step)], m["weights"]["by_step"][str(step)]
+    out = {"acc_1var_heldout": rec["acc"]["1var_heldout"], "loss_1var_heldout": rec["loss"]["1var_heldout"],
+           "acc_0var_heldout": rec["acc"]["0var_heldout"], "train_loss": rec["train_loss"],
+           **{k: att[k] for k in ("prev_token", "eq_to_left", "eq_to_right", "routing_acc")},
+           **{k: wts[k] for k in ("qk2_identity", "pos_prev_token")},
+           "param_norm": parameter_norm(run.load_model(step)), "param_norm_init": parameter_norm(run.load_model(0))}
+    return {k: float(out[k]) for k in FEATURES}
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2, iters: int = 50) -> tuple[np.ndarray, float]:
+    """Weights and intercept minimising the summed log-loss + ``l2``/2·|w|² (intercept not penalised; with
+    l2 = 1 this is scikit-learn's default C = 1), by Newton's method: the objective is convex, so the
+    point where its gradient vanishes is the minimum."""
+    n, d = x.shape
+    a = np.hstack([x, np.ones((n, 1))])
+    w = np.zeros(d + 1)
+    pen = np.full(d + 1, l2)
+    pen[-1] = 0.0
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-(a @ w)))
+        grad = a.T @ (p - y) + pen * w
+        hess = (a * (p * (1 - p))[:, None]).T @ a + np.diag(pen) + 1e-9 * np.eye(d + 1)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return w[:-1], float(w[-1])
+
+
+def loo_accuracy(x: np.ndarray, y: np.ndarray, l2: float = L2) -> float:
+    """Leave-one-out accuracy of the standardised L2 logistic regression (standardised on the training
+    fold only, so the held-out run leaks nothing)."""
+    hits = 0
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        mu, sd = x[keep].mean(0), x[keep].std(0)
+        sd[sd == 0] = 1.0
+        w, b = fit_logistic((x[keep] - mu) / sd, y[keep], l2)
+        guess = float(((x[i] - mu) / sd) @ w + b) > 0
+        hits += guess == bool(y[i])
+    return hits / len(y)
+
+
+def auc(x: np.ndarray, y: np.ndarray) -> float | None:
+    """P(a bound run's value > a non-bound run's), ties counting half (the Mann–Whitney AUC)."""
+    pos, neg = x[y == 1], x[y == 0]
+    if not len(pos) or not len(neg):
+        return None
+    diff = pos[:, None] - neg[None, :]
+    return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
+
+
+def predictor_test(rows: list[dict[str, float]], bound: list[bool], early_step: int = EARLY_STEP,
+                   permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED) -> dict:
+    """Leave-one-out accuracy of predicting ``bound`` from the early measures, against the base rate and
+    a permutation null; and each measure's AUC on its own (descriptive: 12 measures tried)."""
+    x = np.asarray([[r[k] for k in FEATURES] for r in rows], dtype=float)
+    y = np.asarray(bound, dtype=float)
+    n, k = len(y), int(y.sum())
+    out = {"n": n, "bound": k, "features": list(FEATURES), "l2": L2, "early_step": early_step,
+           "base_rate": max(k, n - k) / n if n else None, "loo_accuracy": None, "p_value": None,
+           "permutations": permutations, "auc": {}}
+    if n < 4 or k in (0, n):
+        out["why_not"] = "needs at least 4 runs with both outcomes"
+        return out
+    acc = loo_accuracy(x, y)
+    rng = np.random.default_rng(seed)
+    null = [loo_accuracy(x, rng.permutation(y)) for _ in range(permutations)]
+    out.update(loo_accuracy=acc, p_value=(1 + sum(a >= acc for a in null)) / (1 + permutations),
+               null_mean=float(np.mean(null)), auc={f: auc(x[:, j], y) for j, f in enumerate(FEATURES)})
+    out["beats_null"] = bool(acc > out["base_rate"] and out["p_value"] < 0.05)
+    return out

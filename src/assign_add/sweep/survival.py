@@ -1,0 +1,157 @@
+"""Time to binding over many seeds: a survival curve, P(bound by a horizon), and an early predictor.
+
+One ordinary run per seed (``OUT/seed-N/``, the paper preset with ``train.seed=N``), evaluated every
+``train.eval_every`` steps on the two sets binding and addition are read from, checkpointed every
+500 steps (the early measures need 0, 500, 1,000, 1,500), and stopped once bound (``until_bound``,
+the default: the question is whether and when) or at the horizon.  A run not bound by the horizon
+is *censored* there, not dropped.  ``OUT/survival.json`` / ``survival.md`` are rewritten atomically
+as runs finish; running the same command again resumes the unfinished runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from assign_add.analysis.early import EARLY_STEP, early_measures, predictor_test
+from assign_add.analysis.timing import binding_survival, wilson_interval
+from assign_add.io import atomic_write_json, atomic_write_text
+from assign_add.run import RunDir, RunError
+from assign_add.sweep.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
+
+CHECKPOINT_EVERY = 500
+MARKS = (20_000, 40_000)  # the horizons the issue asks P(bound by) at
+
+
+@dataclass(frozen=True)
+class SeedJob:
+    seed: int
+    out: str
+    steps: int
+    until_bound: bool
+    overrides: tuple[str, ...] = ()
+    chunk: int = CHUNK
+    early_step: int = EARLY_STEP
+
+
+@dataclass
+class SeedRow:
+    seed: int
+    bound_at: int | None
+    reached: int
+    early: dict[str, float]  # the early measures at ``early_step``
+    out: str
+    early_step: int = EARLY_STEP
+
+
+def plan(seeds: list[int], out: Path, steps: int, until_bound: bool, overrides: list[str],
+         early_step: int = EARLY_STEP) -> list[SeedJob]:
+    if not seeds:
+        raise RunError("--seeds lists no seed")
+    if len(set(seeds)) != len(seeds):
+        raise RunError("--seeds lists a seed twice")
+    if steps < early_step:
+        raise RunError(f"--steps must be at least {early_step} (the early measures are read there), got {steps}")
+    jobs = [SeedJob(s, str(Path(out) / f"seed-{s}"), steps, until_bound, tuple(overrides), early_step=early_step)
+            for s in seeds]
+    seed_config(jobs[0])  # a bad override fails here, before any run starts
+    return jobs
+
+
+def seed_config(job: SeedJob):
+    from assign_add.config import resolve
+
+    return resolve("paper", overrides=[f"train.seed={job.seed}", f"train.steps={job.steps}",
+                                       f"train.eval_sets={BINDING_EVAL_SETS!r}",
+                                       f"train.checkpoint_every={CHECKPOINT_EVERY}", *job.overrides])
+
+
+def run_seed(job: SeedJob) -> SeedRow:
+    """Create (or resume) one seed's run, train it until bound or the horizon, and read its early measures."""
+    from assign_add.train.trainer import train
+
+    out = Path(job.out)
+    if not RunDir(out).exists():
+        train(seed_config(job), out, stop_after=min(job.chunk, job.steps))
+    bound_at, reached = train_until_bound(out, job.steps, job.until_bound, job.chunk)
+    if reached < job.early_step:  # bound before the early step: train on to it so the measures exist
+        bound_at, reached = train_until_bound(out, job.early_step, False, job.chunk)
+    return SeedRow(job.seed, bound_at, reached, early_measures(RunDir(out), job.early_step), job.out,
+                   job.early_step)
+
+
+def bound_by(row: SeedRow, horizon: int) -> bool | None:
+    if row.bound_at is not None and row.bound_at <= horizon:
+        return True
+    return False if row.reached >= horizon else None
+
+
+def summarize(rows: list[SeedRow], horizon: int, command: str, planned: int) -> dict:
+    """The Kaplan–Meier curve (censored at each run's last step), P(bound by each mark ≤ the horizon) with
+    Wilson intervals over the runs watched that long, and the early predictor of "bound by the horizon"."""
+    per_seed = [{"binding": r.bound_at, "last_step": r.reached} for r in rows]
+    marks = {}
+    for m in sorted({*[x for x in MARKS if x <= horizon], horizon}):
+        known = [b for b in (bound_by(r, m) for r in rows) if b is not None]
+        lo, hi = wilson_interval(sum(known), len(known))
+        marks[str(m)] = {"bound": sum(known), "watched": len(known), "p": sum(known) / len(known) if known else None,
+                         "ci95": [lo, hi]}
+    resolved = [(r, bound_by(r, horizon)) for r in rows]
+    resolved = [(r, b) for r, b in resolved if b is not None]
+    early_step = rows[0].early_step if rows else EARLY_STEP
+    early_bound = sum(1 for r in rows if r.bound_at is not None and r.bound_at <= early_step)
+    return {"command": command, "horizon": horizon, "planned": planned, "finished": len(rows),
+            "survival": binding_survival(per_seed) if rows else None, "bound_by": marks,
+            "bound_by_early_step": early_bound,
+            "predictor": predictor_test([r.early for r, _ in resolved], [b for _, b in resolved], early_step),
+            "rows": [asdict(r) for r in sorted(rows, key=lambda r: r.seed)]}
+
+
+def markdown(summary: dict) -> str:
+    h = summary["horizon"]
+    lines = [f"`{summary['command']}`", "", f"{summary['finished']} of {summary['planned']} seeds finished.", "",
+             "| horizon | bound | P(bound) | 95 % CI (Wilson) |", "|---|---|---|---|"]
+    for m, r in summary["bound_by"].items():
+        p = "—" if r["p"] is None else f"{r['p']:.2f}"
+        lines.append(f"| {int(m):,} | {r['bound']} of {r['watched']} | {p} | {r['ci95'][0]:.2f}–{r['ci95'][1]:.2f} |")
+    s = summary["survival"]
+    if s:
+        med = "beyond the last step" if s["median"] is None else f"{s['median']:,.0f}"
+        lines += ["", f"Kaplan–Meier median binding step: {med} (censored at: "
+                      f"{', '.join(f'{c:,}' for c in s['censored_at']) or 'none'})."]
+    p = summary["predictor"]
+    lines += ["", f"Early predictor of \"bound by {h:,}\" (measures at step {p['early_step']:,}, {p['n']} runs, "
+                  f"{p['bound']} bound; {summary['bound_by_early_step']} bound by then): "]
+    if p["loo_accuracy"] is None:
+        lines[-1] += p.get("why_not", "not computed")
+    else:
+        verdict = "beats" if p["beats_null"] else "does not beat"
+        lines[-1] += (f"leave-one-out accuracy {p['loo_accuracy']:.2f} vs base rate {p['base_rate']:.2f} "
+                      f"(permutation p = {p['p_value']:.3f}, {p['permutations']} shuffles): it {verdict} the null.")
+    lines += ["", "| seed | bound at | last step |", "|---|---|---|"]
+    for r in summary["rows"]:
+        at = "—" if r["bound_at"] is None else f"{r['bound_at']:,}"
+        lines.append(f"| {r['seed']} | {at} | {r['reached']:,} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(out: Path, rows: list[SeedRow], horizon: int, command: str, planned: int) -> dict:
+    summary = summarize(rows, horizon, command, planned)
+    atomic_write_json(Path(out) / "survival.json", summary)
+    atomic_write_text(Path(out) / "survival.md", markdown(summary))
+    return summary
+
+
+def run_survival(jobs: list[SeedJob], out: Path, horizon: int, workers: int, command: str, poll=None) -> dict:
+    """Every seed in ``workers`` processes of one thread; the summary is rewritten as seeds finish."""
+    from assign_add.parallel import run_pool
+
+    def update(results: list) -> None:
+        rows = [r for r in results if isinstance(r, SeedRow)]
+        write_summary(out, rows, horizon, command, len(jobs))
+        if poll:
+            poll(rows, len(jobs))
+
+    Path(out).mkdir(parents=True, exist_ok=True)
+    results = run_pool([(run_seed, (j,)) for j in jobs], workers=workers, threads=1, poll=update)
+    return write_summary(out, results, horizon, command, len(jobs))

@@ -1,0 +1,106 @@
+"""Time to binding over seeds: the early predictor on hand-built data, the summary on hand-built rows,
+and the survival command end to end (resumable)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from assign_add.analysis.early import FEATURES, auc, fit_logistic, loo_accuracy, predictor_test
+from assign_add.cli import app
+from assign_add.sweep.survival import SeedRow, plan, run_survival, summarize
+
+
+def test_auc_on_hand_built_values():
+    y = np.array([0, 0, 1, 1])
+    assert auc(np.array([1.0, 2.0, 3.0, 4.0]), y) == 1.0
+    assert auc(np.array([4.0, 3.0, 2.0, 1.0]), y) == 0.0
+    assert auc(np.array([1.0, 1.0, 1.0, 1.0]), y) == 0.5
+    assert auc(np.array([1.0, 3.0, 2.0, 4.0]), y) == 0.75  # pairs (2>1, 2<3, 4>1, 4>3): 3 of 4
+    assert auc(np.array([1.0, 2.0]), np.array([1, 1])) is None
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 10_000), st.integers(6, 40), st.integers(1, 5), st.floats(0.1, 10.0))
+def test_logistic_fit_is_the_penalised_optimum(seed, n, d, l2):
+    """At the returned point the gradient of summed log-loss + l2/2·|w|² vanishes (the objective is convex,
+    so that point is the minimum), also for separable data where the unpenalised fit diverges."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d))
+    y = (rng.random(n) < 0.5).astype(float)
+    y[0], y[1] = 0.0, 1.0
+    w, b = fit_logistic(x, y, l2)
+    p = 1 / (1 + np.exp(-(x @ w + b)))
+    assert np.abs(x.T @ (p - y) + l2 * w).max() < 1e-6
+    assert abs((p - y).sum()) < 1e-6
+
+
+def test_separable_measure_predicts_and_noise_does_not():
+    """One measure that separates the outcomes: leave-one-out accuracy 1 and a permutation p at its floor;
+    pure noise: not called a predictor."""
+    rng = np.random.default_rng(0)
+    y = np.array([True] * 14 + [False] * 6)
+    rows = [{k: float(rng.normal()) for k in FEATURES} for _ in y]
+    for r, b in zip(rows, y):
+        r["prev_token"] = (1.0 if b else -1.0) + 0.1 * rng.normal()
+    x = np.asarray([[r[k] for k in FEATURES] for r in rows])
+    assert loo_accuracy(x[:, [list(FEATURES).index("prev_token")]], y.astype(float)) == 1.0
+    res = predictor_test(rows, list(y), permutations=50)
+    assert res["base_rate"] == 0.7 and res["auc"]["prev_token"] == 1.0
+    assert res["loo_accuracy"] >= 0.9 and res["p_value"] == 1 / 51 and res["beats_null"]
+    noise = [{k: float(rng.normal()) for k in FEATURES} for _ in y]
+    assert not predictor_test(noise, list(y), permutations=50)["beats_null"]
+    assert predictor_test(noise[:3], [True, False, True])["loo_accuracy"] is None  # too few runs: not computed
+
+
+def _row(seed, bound_at, reached):
+    return SeedRow(seed, bound_at, reached, {k: float(seed % 3 + (bound_at is None)) for k in FEATURES}, f"s{seed}")
+
+
+def test_summary_on_hand_built_rows():
+    rows = [_row(1, 3000, 3000), _row(2, 25_000, 25_000), _row(3, None, 40_000), _row(4, None, 12_000),
+            _row(5, 5000, 5000)]
+    s = summarize(rows, 40_000, "cmd", planned=6)
+    # by 20,000: seeds 1 and 5 bound; 2 and 3 watched past it unbound; 4 still open (censored at 12,000)
+    assert s["bound_by"]["20000"]["bound"] == 2 and s["bound_by"]["20000"]["watched"] == 4
+    assert s["bound_by"]["40000"] == {**s["bound_by"]["40000"], "bound": 3, "watched": 4, "p": 0.75}
+    # Kaplan–Meier: 5 at risk at 3,000 (1 event) -> 4/5; at 5,000, 4 at risk -> 3/5; at 25,000 two at risk
+    # (seed 2 and seed 3; seed 4 left at 12,000) -> 3/10
+    curve = dict(s["survival"]["curve"])
+    assert curve == pytest.approx({3000.0: 0.8, 5000.0: 0.6, 25_000.0: 0.3})
+    assert s["survival"]["median"] == 25_000 and s["finished"] == 5 and s["planned"] == 6
+    assert s["predictor"]["n"] == 4  # the open seed has no outcome yet
+
+
+def test_survival_end_to_end_and_resume(tmp_path):
+    """Two tiny seeds (early measures at step 20): rows, early measures and the files; a rerun retrains nothing."""
+    small = ["task.eval_pool_size=300", "train.batch_size=32", "train.eval_every=10", "train.checkpoint_every=10"]
+    jobs = plan([3, 4], tmp_path, 40, True, small, early_step=20)
+    jobs = [type(j)(**{**j.__dict__, "chunk": 20}) for j in jobs]
+    s = run_survival(jobs, tmp_path, 40, workers=1, command="test")
+    assert [r["seed"] for r in s["rows"]] == [3, 4] and all(r["reached"] == 40 for r in s["rows"])
+    assert all(set(r["early"]) == set(FEATURES) for r in s["rows"])
+    assert s["rows"][0]["early"] != s["rows"][1]["early"], "two seeds, two trainings"
+    assert json.loads((tmp_path / "survival.json").read_text())["finished"] == 2
+    assert (tmp_path / "survival.md").read_text().splitlines()[2] == "2 of 2 seeds finished."
+    ckpt = tmp_path / "seed-3" / "checkpoints" / "step_000040.safetensors"
+    before = ckpt.stat().st_mtime_ns
+    again = run_survival(jobs, tmp_path, 40, workers=1, command="test")
+    assert again["rows"] == s["rows"] and ckpt.stat().st_mtime_ns == before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--seeds", "9-3"], "--seeds"),
+    (["--seeds", "3,3"], "twice"),
+    (["--seeds", "3", "--steps", "100"], "at least 1500"),
+    (["--seeds", "3", "model.nope=1"], "nope"),
+])
+def test_survival_refuses_bad_input(tmp_path, args, message):
+    res = CliRunner().invoke(app, ["survival", "--out", str(tmp_path / "s"), *args])
+    assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "s").exists()
