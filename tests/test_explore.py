@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from assign_add.explore.server import Explorer, ModelCache, create_app
-from assign_add.predict import predict
+from assign_add.answers import predict
 from assign_add.run import RunError
 from assign_add.task.vocab import TextFormError, parse_text, tokens_to_text
 

@@ -214,7 +214,7 @@ def test_ctrl_c_exits_130_with_a_resume_hint(tmp_path):
 
 
 def test_predict_streams_in_batches_with_physical_line_numbers(tiny_run, tmp_path):
-    from assign_add.predict import file_prompts, predict
+    from assign_add.answers import file_prompts, predict
 
     model = RunDir(tiny_run).load_model()
     prompts = tmp_path / "p.txt"

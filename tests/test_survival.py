@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from assign_add.analysis.early import FEATURES, auc, fit_logistic, loo_accuracy, predictor_test
 from assign_add.cli import app
-from assign_add.sweep.survival import SeedRow, plan, run_survival, summarize
+from assign_add.sweep.survival import SeedRow, in_progress, plan, run_survival, summarize
 
 
 def test_auc_on_hand_built_values():
@@ -64,17 +64,17 @@ def _row(seed, bound_at, reached):
 
 def test_summary_on_hand_built_rows():
     rows = [_row(1, 3000, 3000), _row(2, 25_000, 25_000), _row(3, None, 40_000), _row(4, None, 12_000),
-            _row(5, 5000, 5000)]
-    s = summarize(rows, 40_000, "cmd", planned=6)
-    # by 20,000: seeds 1 and 5 bound; 2 and 3 watched past it unbound; 4 still open (censored at 12,000)
+            _row(5, 5000, 5000), SeedRow(6, None, 8000, {}, "s6", finished=False)]
+    s = summarize(rows, 40_000, "cmd", planned=7)
+    # by 20,000: seeds 1 and 5 bound; 2 and 3 watched past it unbound; 4 and 6 open (censored at 12,000, 8,000)
     assert s["bound_by"]["20000"]["bound"] == 2 and s["bound_by"]["20000"]["watched"] == 4
     assert s["bound_by"]["40000"] == {**s["bound_by"]["40000"], "bound": 3, "watched": 4, "p": 0.75}
-    # Kaplan–Meier: 5 at risk at 3,000 (1 event) -> 4/5; at 5,000, 4 at risk -> 3/5; at 25,000 two at risk
-    # (seed 2 and seed 3; seed 4 left at 12,000) -> 3/10
+    # Kaplan–Meier: 6 at risk at 3,000 (1 event) -> 5/6; at 5,000, 5 at risk -> 4/6; at 25,000 two at risk
+    # (seeds 2 and 3; seed 6 left at 8,000, seed 4 at 12,000) -> 1/3
     curve = dict(s["survival"]["curve"])
-    assert curve == pytest.approx({3000.0: 0.8, 5000.0: 0.6, 25_000.0: 0.3})
-    assert s["survival"]["median"] == 25_000 and s["finished"] == 5 and s["planned"] == 6
-    assert s["predictor"]["n"] == 4  # the open seed has no outcome yet
+    assert curve == pytest.approx({3000.0: 5 / 6, 5000.0: 4 / 6, 25_000.0: 1 / 3})
+    assert s["survival"]["median"] == 25_000 and s["finished"] == 5 and s["planned"] == 7
+    assert s["predictor"]["n"] == 4  # the open seeds have no outcome yet; the running one no measures
 
 
 def test_survival_end_to_end_and_resume(tmp_path):
@@ -92,6 +92,9 @@ def test_survival_end_to_end_and_resume(tmp_path):
     before = ckpt.stat().st_mtime_ns
     again = run_survival(jobs, tmp_path, 40, workers=1, command="test")
     assert again["rows"] == s["rows"] and ckpt.stat().st_mtime_ns == before
+    # a run read while training: censored at its last evaluation, no measures, not finished
+    assert in_progress(jobs[0]) == SeedRow(3, None, 40, {}, jobs[0].out, 20, finished=False)
+    assert in_progress(type(jobs[0])(99, str(tmp_path / "seed-99"), 40, True)) is None  # not started yet
 
 
 @pytest.mark.parametrize("args, message", [

@@ -163,7 +163,7 @@ def predict_cmd(
     as_json: bool = typer.Option(False, "--json", help="JSON lines output"),
 ) -> None:
     """The model's answer and top probabilities for prompts in the text form."""
-    from assign_add.predict import file_prompts, predict
+    from assign_add.answers import file_prompts, predict
     from assign_add.run import open_run
 
     if (prompt is None) == (file is None):

@@ -5,7 +5,9 @@ One ordinary run per seed (``OUT/seed-N/``, the paper preset with ``train.seed=N
 500 steps (the early measures need 0, 500, 1,000, 1,500), and stopped once bound (``until_bound``,
 the default: the question is whether and when) or at the horizon.  A run not bound by the horizon
 is *censored* there, not dropped.  ``OUT/survival.json`` / ``survival.md`` are rewritten atomically
-as runs finish; running the same command again resumes the unfinished runs.
+as runs finish, with the runs still training counted as censored at their last evaluation (so a
+partial summary is not biased towards the seeds that bound first); running the same command again
+resumes the unfinished runs.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ class SeedRow:
     seed: int
     bound_at: int | None
     reached: int
-    early: dict[str, float]  # the early measures at ``early_step``
+    early: dict[str, float]  # the early measures at ``early_step`` ({} while the run is still training)
     out: str
     early_step: int = EARLY_STEP
+    finished: bool = True  # False: still training, counted as censored at ``reached`` (or bound, if it has)
 
 
 def plan(seeds: list[int], out: Path, steps: int, until_bound: bool, overrides: list[str],
@@ -97,10 +100,10 @@ def summarize(rows: list[SeedRow], horizon: int, command: str, planned: int) -> 
         marks[str(m)] = {"bound": sum(known), "watched": len(known), "p": sum(known) / len(known) if known else None,
                          "ci95": [lo, hi]}
     resolved = [(r, bound_by(r, horizon)) for r in rows]
-    resolved = [(r, b) for r, b in resolved if b is not None]
+    resolved = [(r, b) for r, b in resolved if b is not None and r.finished]
     early_step = rows[0].early_step if rows else EARLY_STEP
     early_bound = sum(1 for r in rows if r.bound_at is not None and r.bound_at <= early_step)
-    return {"command": command, "horizon": horizon, "planned": planned, "finished": len(rows),
+    return {"command": command, "horizon": horizon, "planned": planned, "finished": sum(r.finished for r in rows),
             "survival": binding_survival(per_seed) if rows else None, "bound_by": marks,
             "bound_by_early_step": early_bound,
             "predictor": predictor_test([r.early for r, _ in resolved], [b for _, b in resolved], early_step),
@@ -131,8 +134,19 @@ def markdown(summary: dict) -> str:
     lines += ["", "| seed | bound at | last step |", "|---|---|---|"]
     for r in summary["rows"]:
         at = "—" if r["bound_at"] is None else f"{r['bound_at']:,}"
-        lines.append(f"| {r['seed']} | {at} | {r['reached']:,} |")
+        lines.append(f"| {r['seed']} | {at} | {r['reached']:,}{'' if r['finished'] else ' (training)'} |")
     return "\n".join(lines) + "\n"
+
+
+def in_progress(job: SeedJob) -> SeedRow | None:
+    """A run still training, as far as its metrics go (None before its first evaluation)."""
+    from assign_add.sweep.binding import binding_of
+
+    run = RunDir(Path(job.out))
+    if not run.exists() or not run.metrics():
+        return None
+    bound_at, reached = binding_of(run)
+    return SeedRow(job.seed, bound_at, reached, {}, job.out, job.early_step, finished=False)
 
 
 def write_summary(out: Path, rows: list[SeedRow], horizon: int, command: str, planned: int) -> dict:
@@ -147,10 +161,12 @@ def run_survival(jobs: list[SeedJob], out: Path, horizon: int, workers: int, com
     from assign_add.parallel import run_pool
 
     def update(results: list) -> None:
-        rows = [r for r in results if isinstance(r, SeedRow)]
-        write_summary(out, rows, horizon, command, len(jobs))
+        done = [r for r in results if isinstance(r, SeedRow)]
+        seen = {r.seed for r in done}
+        running = [r for r in (in_progress(j) for j in jobs if j.seed not in seen) if r is not None]
+        write_summary(out, done + running, horizon, command, len(jobs))
         if poll:
-            poll(rows, len(jobs))
+            poll(done, len(jobs))
 
     Path(out).mkdir(parents=True, exist_ok=True)
     results = run_pool([(run_seed, (j,)) for j in jobs], workers=workers, threads=1, poll=update)

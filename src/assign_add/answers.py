@@ -1,4 +1,4 @@
-"""Answers for prompts in the text form, streamed in batches (``assign-add predict``).
+"""Answers for prompts in the text form, streamed in batches (``assign-add predict``, ``assign_add.predict``).
 
 A prompt file is read line by line and answered ``BATCH`` prompts at a time through the
 final-position forward, so memory stays bounded by one batch (its text, tokens ``[BATCH, n_ctx]``
@@ -17,6 +17,7 @@ import torch
 
 from assign_add.model.fast import fast_answer_logits
 from assign_add.model.hooked import AssignAddTransformer
+from assign_add.run import RunDir
 from assign_add.task.vocab import Prompt, TextFormError, parse_text, prompt_to_tokens
 
 BATCH = 4096
@@ -77,10 +78,24 @@ def _parse(number: int, text: str, model: AssignAddTransformer, where: str) -> P
         raise TextFormError(f"{where}line {number}: {exc}" if where else str(exc)) from None
 
 
+def _numbered(prompts: str | Iterable[str] | Iterable[tuple[int, str]]) -> Iterator[tuple[int, str]]:
+    """(number, text) pairs from one prompt, plain prompts (numbered from 1) or numbered ones (a file's lines)."""
+    if isinstance(prompts, str):
+        yield 1, prompts
+        return
+    for i, item in enumerate(prompts, 1):
+        yield (i, item) if isinstance(item, str) else item
+
+
 @torch.no_grad()
-def predict(model: AssignAddTransformer, prompts: Iterable[tuple[int, str]], top: int = 3,
-            batch_size: int = BATCH, where: str = "") -> Iterator[Prediction]:
-    """Predictions, one batch at a time; ``where`` prefixes line numbers in errors (e.g. the file)."""
+def predict(model: AssignAddTransformer | RunDir, prompts: str | Iterable[str] | Iterable[tuple[int, str]],
+            top: int = 3, batch_size: int = BATCH, where: str = "") -> Iterator[Prediction]:
+    """Predictions, one batch at a time, for one prompt in the text form (``"c=1, b=17, a=42, b+19="``),
+    several, or ``(line number, text)`` pairs; ``model`` may be a run (its last checkpoint).
+    ``where`` prefixes line numbers in errors (e.g. the file)."""
+    if isinstance(model, RunDir):
+        model = model.load_model(model.checkpoint_steps()[-1])
+    prompts = _numbered(prompts)
     vocab = model.vocab
     k = max(1, min(top, vocab.modulus))
     for batch in _batches(prompts, batch_size):
