@@ -1,0 +1,132 @@
+"""The local learning coefficient (LLC) of a checkpoint, estimated with devinterp's SGLD sampler.
+
+devinterp (Timaeus; PyPI ``devinterp``, optional extra ``assign-add[llc]``) is built for language
+models: it feeds ``input_ids`` and scores next-token loss at every position, and it treats any model
+with ``cfg.n_heads`` as a TransformerLens model.  Our model is trained on one token, the answer.  The
+adapter:
+
+- **data**: each sequence's ``input_ids`` are its prompt tokens followed by its answer (``n_ctx + 1``);
+- **loss**: the sequence's answer loss (cross-entropy of the answer at the final position, the
+  training objective), repeated at each of its ``n_ctx`` positions, so devinterp's mean over
+  positions is the per-sequence loss and the estimate ``n_beta · (E_w[L(w)] − L(w*))`` is per
+  sequence (not diluted by ``n_ctx``);
+- **model**: wrapped in a plain module, so devinterp's TransformerLens branch does not apply.
+
+SGLD samples ``w`` from ``exp(−n_beta·L(w) − γ/2·|w − w*|²)`` near the checkpoint ``w*``.  The
+defaults (:data:`DEFAULTS`) are where ``assign-add llc-calibrate`` settles on the released run; the
+per-chain estimates give the spread the estimate is reported with.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from assign_add.task.generator import Batch
+
+
+@dataclass(frozen=True)
+class LLCSettings:
+    lr: float = 3e-5
+    localization: float = 100.0
+    batch_size: int = 256
+    n_beta: float = 0.0  # 0: devinterp's default, batch_size / log(batch_size)
+    num_chains: int = 4
+    num_draws: int = 200
+    num_burnin_steps: int = 50  # steps left out of the estimate while the chains move away from w*
+    seed: int = 100
+
+    def resolved_n_beta(self) -> float:
+        return self.n_beta if self.n_beta > 0 else self.batch_size / math.log(self.batch_size)
+
+
+DEFAULTS = LLCSettings()
+
+
+@dataclass
+class LLCEstimate:
+    llc_mean: float
+    llc_std: float  # over chains
+    per_chain: list[float]
+    init_loss: float
+    trace: list[list[float]]  # [chain][step] mean sampling loss
+    settings: dict
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+class AnswerLossModel(torch.nn.Module):
+    """A model giving logits ``[B, n_ctx, vocab]``, seen by devinterp as a plain module."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = model
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.inner(tokens)
+
+
+def answer_token_loss(model: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
+    """devinterp's per-token loss ``[B, seq − 1]``: each sequence's answer loss at every position."""
+    prompt, answer = input_ids[:, :-1], input_ids[:, -1]
+    logits = model(prompt)[:, -1].float()
+    loss = torch.nn.functional.cross_entropy(logits, answer, reduction="none")
+    return loss[:, None].expand(-1, prompt.shape[1])
+
+
+def sequences_dataset(batch: Batch):
+    """The HuggingFace dataset devinterp samples from: prompt tokens + answer per row."""
+    from datasets import Dataset
+
+    rows = np.concatenate([batch.tokens, batch.answers[:, None]], axis=1).astype(np.int64)
+    ds = Dataset.from_dict({"input_ids": rows.tolist()})
+    return ds.with_format("torch")
+
+
+def estimate_llc(model: torch.nn.Module, batch: Batch, settings: LLCSettings = DEFAULTS,
+                 device: str = "cpu") -> LLCEstimate:
+    """The LLC of ``model`` at its current weights on the sequences of ``batch`` (the model is not changed)."""
+    try:
+        from devinterp.slt.llc import llc
+    except ImportError:
+        raise RuntimeError("the LLC needs devinterp: pip install 'assign-add[llc]'") from None
+    import contextlib
+    import copy
+    import io
+
+    wrapped = AnswerLossModel(copy.deepcopy(model))
+    # devinterp draws a progress bar per chain on stderr
+    with contextlib.redirect_stderr(io.StringIO()), tempfile.TemporaryDirectory() as tmp:
+        res = llc(wrapped, sequences_dataset(batch), {}, lr=settings.lr, n_beta=settings.resolved_n_beta(),
+                  loss_fn=answer_token_loss, localization=settings.localization,
+                  batch_size=settings.batch_size, num_chains=settings.num_chains, num_draws=settings.num_draws,
+                  num_burnin_steps=settings.num_burnin_steps, init_seed=settings.seed, device=device,
+                  output_path=Path(tmp) / "samples.zarr")
+        trace = np.asarray(res["loss_trace"].values, dtype=float)  # [chain, step], burn-in first
+        init = float(res["init_loss"].values)
+    return from_trace(trace, init, settings)
+
+
+def from_trace(trace: np.ndarray, init_loss: float, settings: LLCSettings) -> LLCEstimate:
+    """``n_beta · (mean sampled loss − L(w*))`` per chain over the steps after burn-in.  (devinterp's own
+    ``compute_llc`` averages over every step, burn-in included, which biases the estimate towards 0
+    while the chains are still leaving w*.)"""
+    kept = trace[:, settings.num_burnin_steps:]
+    per_chain = (settings.resolved_n_beta() * (kept.mean(axis=1) - init_loss)).tolist()
+    return LLCEstimate(float(np.mean(per_chain)), float(np.std(per_chain)), per_chain, init_loss,
+                       trace.tolist(), {**asdict(settings), "n_beta": settings.resolved_n_beta()})
+
+
+def trace_drift(est: LLCEstimate) -> float:
+    """How far the chains still move after burn-in: |mean of the last quarter − mean of the first quarter| of
+    the mean loss trace after burn-in, in units of the loss gap (E[L] − L(w*)); small once the chains have settled."""
+    t = np.asarray(est.trace).mean(axis=0)[est.settings["num_burnin_steps"]:]
+    q = max(1, len(t) // 4)
+    gap = abs(t.mean() - est.init_loss)
+    return float(abs(t[-q:].mean() - t[:q].mean()) / gap) if gap > 0 else float("inf")
