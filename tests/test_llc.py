@@ -93,3 +93,34 @@ def test_llc_of_a_planted_model_is_its_effective_dimension_over_two(tie, dims):
     se = np.std(est.per_chain, ddof=1) / np.sqrt(len(est.per_chain))
     assert abs(est.llc_mean - expected) <= 4 * se, (est.llc_mean, expected, se)
     assert torch.equal(model.w.detach(), w_star), "the sampler works on a copy"
+
+
+@pytest.mark.slow
+def test_llc_command_on_a_small_run(tmp_path):
+    """`assign-add llc` end to end on a tiny run (few SGLD steps: it checks the plumbing, not the value),
+    the calibration grid, and a one-line error for a step without a checkpoint."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from assign_add.cli import app
+    from assign_add.train.trainer import train
+    from conftest import small_paper_cfg
+
+    run = tmp_path / "run"
+    train(small_paper_cfg("train.steps=20", "train.eval_every=10", "train.checkpoint_every=10",
+                          "train.batch_size=32"), run)
+    cli = CliRunner()
+    res = cli.invoke(app, ["llc", str(run), "--out", str(tmp_path / "llc"), "--steps", "0,20", "--draws", "5",
+                           "--chains", "2"])
+    assert res.exit_code == 0, res.output
+    out = json.loads((tmp_path / "llc" / "llc.json").read_text())
+    assert [r["step"] for r in out["rows"]] == [0, 20] and all(len(r["per_chain"]) == 2 for r in out["rows"])
+    assert (tmp_path / "llc" / "llc.png").is_file()
+    res = cli.invoke(app, ["llc", str(run), "--out", str(tmp_path / "cal"), "--steps", "20", "--draws", "5",
+                           "--chains", "2", "--calibrate-lrs", "1e-5,1e-4", "--calibrate-localizations", "100"])
+    assert res.exit_code == 0, res.output
+    cal = json.loads((tmp_path / "cal" / "calibration.json").read_text())
+    assert [(c["lr"], c["localization"]) for c in cal["cells"]] == [(1e-5, 100.0), (1e-4, 100.0)]
+    bad = cli.invoke(app, ["llc", str(run), "--out", str(tmp_path / "x"), "--steps", "7"])
+    assert bad.exit_code == 2 and "no checkpoint at step(s) 7" in bad.output and not (tmp_path / "x").exists()

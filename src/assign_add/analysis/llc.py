@@ -130,3 +130,89 @@ def trace_drift(est: LLCEstimate) -> float:
     q = max(1, len(t) // 4)
     gap = abs(t.mean() - est.init_loss)
     return float(abs(t[-q:].mean() - t[:q].mean()) / gap) if gap > 0 else float("inf")
+
+
+# ---- over a run's checkpoints -----------------------------------------------------------------
+
+DATA_SEED = 2024  # the sequences the LLC is measured on: the run's training distribution, this seed
+DATA_SIZE = 4096
+DRIFT_MAX = 0.2  # calibration: the chains' loss may still move by at most this share of the loss gap
+CHAIN_CV_MAX = 0.2  # calibration: the chains' spread (std / mean) at most this
+
+
+def llc_batch(run) -> Batch:
+    from assign_add.task.generator import Sampler
+
+    return Sampler(run.config().task, DATA_SEED, run.partitions()).batch(0, DATA_SIZE)
+
+
+def llc_over_steps(run, steps: list[int], settings: LLCSettings = DEFAULTS, progress=None) -> dict:
+    """The LLC at each checkpoint in ``steps`` (same sequences, same settings), beside the run's phases."""
+    from assign_add.analysis.dynamics import curves_from_records, detect_phases
+    from assign_add.analysis.suite import accuracy_records
+
+    batch = llc_batch(run)
+    rows = []
+    for i, step in enumerate(steps):
+        est = estimate_llc(run.load_model(step), batch, settings)
+        rows.append({"step": step, "llc": est.llc_mean, "llc_std": est.llc_std, "per_chain": est.per_chain,
+                     "init_loss": est.init_loss, "drift": trace_drift(est)})
+        if progress:
+            progress(i + 1, len(steps))
+    records, _ = accuracy_records(run, run.checkpoint_steps(), write=False)
+    phases = detect_phases(curves_from_records(records))
+    return {"run": str(run.root), "settings": {**asdict(settings), "n_beta": settings.resolved_n_beta()},
+            "data": {"seed": DATA_SEED, "sequences": DATA_SIZE}, "rows": rows, "phases": phases.to_json()}
+
+
+def calibrate(run, steps: list[int], lrs: list[float], localizations: list[float],
+              settings: LLCSettings = DEFAULTS, progress=None) -> dict:
+    """Every (step size, localisation) on the checkpoints in ``steps``: the estimate, the chains' spread and
+    whether their loss has settled (:func:`trace_drift`).  The chosen cell is the largest step size, then the
+    smallest localisation, whose estimates are positive with drift ≤ DRIFT_MAX and chain spread
+    ≤ CHAIN_CV_MAX at every checkpoint (a fixed rule: the fastest mixing that still passes both checks)."""
+    from dataclasses import replace
+
+    batch = llc_batch(run)
+    cells, k, total = [], 0, len(lrs) * len(localizations) * len(steps)
+    for lr in lrs:
+        for loc in localizations:
+            st = replace(settings, lr=lr, localization=loc)
+            per_step = []
+            for step in steps:
+                est = estimate_llc(run.load_model(step), batch, st)
+                cv = est.llc_std / abs(est.llc_mean) if est.llc_mean else float("inf")
+                per_step.append({"step": step, "llc": est.llc_mean, "llc_std": est.llc_std, "chain_cv": cv,
+                                 "drift": trace_drift(est), "trace": est.trace})
+                k += 1
+                if progress:
+                    progress(k, total)
+            ok = all(r["llc"] > 0 and r["drift"] <= DRIFT_MAX and r["chain_cv"] <= CHAIN_CV_MAX for r in per_step)
+            cells.append({"lr": lr, "localization": loc, "passes": ok, "steps": per_step})
+    passing = [c for c in cells if c["passes"]]
+    chosen = max(passing, key=lambda c: (c["lr"], -c["localization"]), default=None)
+    return {"run": str(run.root), "settings": {**asdict(settings), "n_beta": settings.resolved_n_beta()},
+            "rule": {"drift_max": DRIFT_MAX, "chain_cv_max": CHAIN_CV_MAX}, "cells": cells,
+            "chosen": None if chosen is None else {"lr": chosen["lr"], "localization": chosen["localization"]}}
+
+
+def llc_chart(result: dict):
+    from assign_add.charts import Line
+
+    rows = result["rows"]
+    marks = {k: float(v) for k, v in result["phases"].items() if k in ("addition", "binding", "refinement") and v}
+    return Line("Local learning coefficient across training", [r["step"] for r in rows],
+                {"LLC (mean over chains)": [r["llc"] for r in rows]}, ylabel="LLC (per sequence)", markers=marks)
+
+
+def trace_chart(calibration: dict):
+    """The mean sampled loss per step (over chains) of every calibration cell at its first checkpoint."""
+    from assign_add.charts import Line
+
+    series = {}
+    for c in calibration["cells"]:
+        first = c["steps"][0]
+        series[f"lr {c['lr']:g}, γ {c['localization']:g}"] = np.asarray(first["trace"]).mean(axis=0).tolist()
+    n = max(len(v) for v in series.values())
+    return Line(f"SGLD loss traces at step {calibration['cells'][0]['steps'][0]['step']}", list(range(n)), series,
+                xlabel="SGLD step", ylabel="mean sampled loss")

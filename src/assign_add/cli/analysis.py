@@ -1,4 +1,4 @@
-"""Commands that measure runs: analyze, reproduce, phases, explore."""
+"""Commands that measure runs: analyze, reproduce, phases, explore, llc."""
 
 from __future__ import annotations
 
@@ -166,3 +166,64 @@ def explore_cmd(
         console.print("stopped", highlight=False)
 
 
+
+
+def _floats(text: str, name: str) -> list[float]:
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ConfigError(name, f"expected comma-separated numbers, got {text!r}") from None
+
+
+@app.command("llc")
+@user_errors
+def llc_cmd(
+    run_dir: Path = typer.Argument(..., help="run directory (trained or imported)"),
+    out: Path = typer.Option(..., "--out", help="folder for llc.json and llc.png (or calibration.json)"),
+    steps: Optional[str] = typer.Option(None, "--steps", help="comma-separated checkpoint steps (default: all)"),
+    lr: Optional[float] = typer.Option(None, "--lr", help="SGLD step size"),
+    localization: Optional[float] = typer.Option(None, "--localization", help="SGLD localisation γ"),
+    chains: Optional[int] = typer.Option(None, "--chains", help="SGLD chains"),
+    draws: Optional[int] = typer.Option(None, "--draws", help="SGLD steps kept per chain (after burn-in)"),
+    calibrate_lrs: Optional[str] = typer.Option(None, "--calibrate-lrs", help="calibrate: step sizes to try, e.g. 1e-5,3e-5,1e-4"),
+    calibrate_locs: str = typer.Option("10,100", "--calibrate-localizations", help="calibrate: localisations to try"),
+) -> None:
+    """Local learning coefficient per checkpoint (devinterp SGLD), or a calibration grid with --calibrate-lrs."""
+    from dataclasses import replace
+
+    from assign_add.analysis import llc
+    from assign_add.charts import render
+    from assign_add.io import atomic_write_json
+    from assign_add.run import open_run
+
+    run = open_run(run_dir)
+    step_list = _parse_ints(steps, "--steps") if steps else run.checkpoint_steps()
+    missing = [s for s in step_list if s not in run.checkpoint_steps()]
+    if missing:
+        raise RunError(f"{run_dir} has no checkpoint at step(s) {', '.join(map(str, missing))}")
+    given = {k: v for k, v in (("lr", lr), ("localization", localization), ("num_chains", chains),
+                               ("num_draws", draws)) if v is not None}
+    if any(v <= 0 for v in given.values()):
+        raise ConfigError("--lr/--localization/--chains/--draws", "must be positive")
+    settings = replace(llc.DEFAULTS, **given)
+    tick = lambda i, n: err_console.print(f"{i}/{n} estimates", highlight=False)  # noqa: E731
+    out.mkdir(parents=True, exist_ok=True)
+    if calibrate_lrs:
+        res = llc.calibrate(run, step_list, _floats(calibrate_lrs, "--calibrate-lrs"),
+                            _floats(calibrate_locs, "--calibrate-localizations"), settings, tick)
+        atomic_write_json(out / "calibration.json", res)
+        render(llc.trace_chart(res), out, "traces")
+        for c in res["cells"]:
+            vals = ", ".join(f"{r['step']}: {r['llc']:.1f} (cv {r['chain_cv']:.2f}, drift {r['drift']:.2f})"
+                             for r in c["steps"])
+            console.print(f"lr {c['lr']:g} γ {c['localization']:g} {'pass' if c['passes'] else 'fail'} | {vals}",
+                          highlight=False)
+        console.print(f"chosen: {res['chosen']}; wrote {out / 'calibration.json'}, traces.png", highlight=False)
+        return
+    res = llc.llc_over_steps(run, step_list, settings, tick)
+    atomic_write_json(out / "llc.json", res)
+    render(llc.llc_chart(res), out, "llc")
+    for r in res["rows"]:
+        console.print(f"step {r['step']:>6}: LLC {r['llc']:.2f} ± {r['llc_std']:.2f} (drift {r['drift']:.2f})",
+                      highlight=False)
+    console.print(f"wrote {out / 'llc.json'}, llc.png", highlight=False)
