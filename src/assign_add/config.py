@@ -112,6 +112,8 @@ class TrainConfig:
     precision: str = "fp32"
     threads: int = 0
     compile: bool = False  # torch.compile the training step's forward (faster for long runs; ~30 s to compile)
+    # where evaluation records go: "jsonl" (metrics.jsonl, always written), "tensorboard", "wandb"
+    log_to: list[str] = field(default_factory=lambda: ["jsonl"])
 
 
     @property
@@ -273,6 +275,7 @@ def _validate_train(t: TrainConfig) -> None:
         raise ConfigError("train.precision", f"must be fp32 or bf16, got {t.precision!r}")
     if not (t.device in ("auto", "cpu", "cuda") or t.device.startswith("cuda:")):
         raise ConfigError("train.device", f"must be auto, cpu, cuda or cuda:N, got {t.device!r}")
+    _check_log_to(t.log_to)
     if t.threads < 0:
         raise ConfigError("train.threads", f"must be >= 0 (0: torch default), got {t.threads}")
     if t.compile and t.device in ("auto", "cpu") and shutil.which("cc") is None and shutil.which("gcc") is None:
@@ -345,6 +348,23 @@ def coerce(dotted: str, hint: Any, value: Any) -> Any:
     if hint is str:
         return str(value)
     raise ConfigError(dotted, f"unsupported field type {hint!r}")
+
+
+LOG_SINKS = {"jsonl": None, "tensorboard": "tensorboard", "wandb": "wandb"}  # sink -> the module it needs
+
+
+def _check_log_to(log_to: list[str]) -> None:
+    import importlib.util
+
+    unknown = [x for x in log_to if x not in LOG_SINKS]
+    if unknown:
+        raise ConfigError("train.log_to", f"unknown sink {unknown[0]!r}; choose from {', '.join(LOG_SINKS)}")
+    if "jsonl" not in log_to:
+        raise ConfigError("train.log_to", "must include \"jsonl\" (metrics.jsonl is the run's own record)")
+    for sink in log_to:
+        module = LOG_SINKS[sink]
+        if module and importlib.util.find_spec(module) is None:
+            raise ConfigError("train.log_to", f"{sink} needs the {module} package: pip install 'assign-add[logs]'")
 
 
 def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:

@@ -25,6 +25,7 @@ from typing import Callable
 
 from assign_add import config as config_mod
 from assign_add.analysis import timing as timing_mod
+from assign_add.analysis.dynamics import phase_marks
 from assign_add.analysis.suite import analyze, is_current, load_analysis
 from assign_add.config import ConfigError, RunConfig, preset
 from assign_add.io import atomic_write_json
@@ -83,11 +84,11 @@ def ensure_trained(cfg: RunConfig, out: Path, log: Log, progress=None) -> RunDir
             return run
         if same:
             log(f"resuming {out} from step {status.get('step', 0)}")
-            train(cfg, out, resume=True, progress=progress)
+            train(cfg, out, resume=True, progress=progress, phase_marks=phase_marks)
             return run
         raise RunError(f"{out} holds a run with another configuration; use another --out or delete it")
     log(f"training {out} ({cfg.train.steps} steps, seed {cfg.train.seed})")
-    train(cfg, out, progress=progress)
+    train(cfg, out, progress=progress, phase_marks=phase_marks)
     return run
 
 

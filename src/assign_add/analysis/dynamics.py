@@ -121,3 +121,10 @@ def detect_phases(curves: Curves) -> Phases:
     in_order = addition is not None and binding is not None and refinement is not None and addition <= binding < refinement
     return Phases(addition, binding, rise, frm, to, reached, refinement, stable, in_order, notes,
                   steps[-1] if steps else None)
+
+
+def phase_marks(records: list[dict]) -> dict[str, int | None]:
+    """The step of each phase in a run's ``metrics.jsonl`` records (None: not seen): the marks sent to
+    TensorBoard / W&B at the end of training."""
+    phases = detect_phases(curves_from_records(records))
+    return {"addition": phases.addition, "binding": phases.binding, "refinement": phases.refinement}

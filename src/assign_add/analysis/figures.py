@@ -29,6 +29,18 @@ def _by_step(analysis: dict, name: str, keys: list[str], title: str, ylabel: str
     return Line(title, steps, series, ylabel=ylabel, markers=phase_markers(analysis))
 
 
+def trajectory_charts(t: dict, markers: dict[str, float]) -> dict[str, Chart]:
+    """Essential dynamics: the top components over steps, and the path in the PC1-PC2 plane."""
+    pcs = {f"PC{i + 1} ({r:.0%})": p for i, (r, p) in enumerate(zip(t["explained"], t["projections"]))}
+    out: dict[str, Chart] = {"trajectory": Line(
+        f"Essential dynamics: answer logits on {t['sequences']:,} curated sequences, top components", t["steps"], pcs,
+        ylabel="coordinate", markers=markers)}
+    if len(t["projections"]) >= 2:
+        out["trajectory_plane"] = Line("Essential dynamics: the path in the PC1–PC2 plane (from the first checkpoint)",
+                                       t["projections"][0], {"PC2": t["projections"][1]}, xlabel="PC1", ylabel="PC2")
+    return out
+
+
 def charts(analysis: dict) -> dict[str, Chart]:
     out: dict[str, Chart] = {}
     markers = phase_markers(analysis)
@@ -41,6 +53,8 @@ def charts(analysis: dict) -> dict[str, Chart]:
         if per_var:
             out["refinement"] = Line("Restricted variables in their forbidden positions", d["steps"], per_var,
                                      ylabel="accuracy", markers=markers, ylim=(0, 1.02))
+    if analysis.get("trajectory"):
+        out.update(trajectory_charts(analysis["trajectory"], markers))
     if "attention" in analysis:
         out["attention"] = _by_step(analysis, "attention", ["prev_token", "eq_to_left", "eq_to_right", "routing_acc",
                                                                    "routing_mass"],

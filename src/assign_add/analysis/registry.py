@@ -27,6 +27,7 @@ from assign_add.analysis import (
     gradients,
     probes,
     representation,
+    trajectory,
     weights,
 )
 from assign_add.analysis.positions import constant_form
@@ -164,6 +165,13 @@ def _dynamics_finish(ctx: Context, section: dict) -> None:
     section["final_exhaustive"] = {"step": ctx.final, **acc}
 
 
+def _trajectory_finish(ctx: Context, section: dict) -> None:
+    """Essential dynamics: PCA of every checkpoint's answer logits on the curated pools."""
+    batch = Batch.concat([b.take(slice(0, trajectory.SEQUENCES_PER_SET)) for b in pools(ctx.sets).values()])
+    models = (ctx.run.load_model(s) for s in ctx.steps)
+    section.update(trajectory.trajectory(models, batch, ctx.steps).to_json())
+
+
 def _weights_finish(ctx: Context, section: dict) -> None:
     qk = weights.variable_qk_matrix(ctx.final_model, ctx.vocab)
     section["final_qk2"] = {"step": ctx.final, "matrix": qk.tolist(), "variables": list(ctx.vocab.variables)}
@@ -248,6 +256,7 @@ class Analysis:
 
 REGISTRY: dict[str, Analysis] = {a.name: a for a in (
     Analysis("dynamics", finish=_dynamics_finish),
+    Analysis("trajectory", finish=_trajectory_finish),
     Analysis("attention", _attention_each, _attention_finish),
     Analysis("weights", _weights_each, _weights_finish),
     Analysis("probes", _probes_each),

@@ -86,6 +86,7 @@ def branch_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
 ) -> None:
     """Continue a run from step S with its exact weights and optimiser state, and another data order."""
+    from assign_add.analysis.dynamics import phase_marks
     from assign_add.train.branch import branch_info, make_branch
     from assign_add.train.trainer import train
 
@@ -94,7 +95,7 @@ def branch_cmd(
     console.print(f"branched {parent} at step {step} ({info['how']}; data seed {info['parent_data_seed']} -> "
                   f"{info['data_seed']})", highlight=False)
     with _TrainProgress(enabled=progress) as bar:
-        result = train(run.config(), out, resume=True, progress=bar.update)
+        result = train(run.config(), out, resume=True, progress=bar.update, phase_marks=phase_marks)
     console.print(f"[green]done[/] {out}: step {result.final_step} in {result.seconds:.0f} s", highlight=False)
 
 

@@ -100,11 +100,12 @@ def train_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show a progress bar"),
 ) -> None:
     """Train a model; writes config, data partitions, metrics, checkpoints and a log to --out."""
+    from assign_add.analysis.dynamics import phase_marks
     from assign_add.train.trainer import train
 
     cfg = _resolve(preset, config_file, overrides)
     with _TrainProgress(enabled=progress) as bar:
-        result = train(cfg, out, resume=resume, force=force, progress=bar.update)
+        result = train(cfg, out, resume=resume, force=force, progress=bar.update, phase_marks=phase_marks)
     acc = result.final_metrics.get("acc", {})
     console.print(f"[green]done[/] {out}: step {result.final_step} in {result.seconds:.0f} s", highlight=False)
     if acc:

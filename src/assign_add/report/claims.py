@@ -10,7 +10,7 @@ are missing is "not measured", with the reason.  Every cut is stated once, with 
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Mapping
 
 import numpy as np
@@ -22,15 +22,21 @@ from assign_add.analysis.spike import C2_MEASURE as SPIKE_MEASURE
 from assign_add.analysis.spike import C2_ROUTING as SPIKE_ROUTING
 from assign_add.report.cuts import CLAIM_CUTS, CUTS, MOVE, Cut
 from assign_add.report.cuts import VALUES as CUT_VALUES
+from assign_add.report.sweep_claims import sweep_claim
+from assign_add.report.verdicts import (  # noqa: F401 (the vocabulary is re-exported for callers of claims)
+    AGGREGATE_RULE,
+    FAILS,
+    HOLDS,
+    MIXED,
+    NOT_BOUND,
+    NOT_CONVERGED,
+    NOT_MEASURED,
+    Aggregate,
+    ClaimResult,
+    aggregate,
+)
 
-HOLDS, FAILS, NOT_MEASURED, MIXED = "holds", "does not hold", "not measured", "mixed"
-NOT_BOUND = "not bound by"  # verdict prefix: "not bound by 20,000"
 PAPER_STEPS = 40_000  # the authors' run
-AGGREGATE_RULE = ("over seeds: claims that presuppose the binding circuit (C2–C4, C8–C11) are judged over the seeds "
-                  "that bound, the others shown as 'not bound by T' and not counted; C1 and C5 over all seeds. A "
-                  "verdict shared by every seed that measured the claim is kept (holds, does not hold); "
-                  "seeds that disagree give 'mixed', with how many seeds it holds in; the value is the mean ± sd "
-                  "(n − 1) over seeds, each seed's value beside it")
 # Claims about the binding circuit or what it feeds: a run in which it has not formed has nothing to judge.
 NEEDS_BINDING = ("C2", "C3", "C4", "C8", "C9", "C10", "C11")
 
@@ -63,6 +69,7 @@ class Claim:
     statement: str
     paper_value: str
     criterion: str
+    figures: tuple[str, ...] = ()  # the figures of a run (analysis/figures.py names) that show it
 
 
 CLAIMS = [
@@ -70,69 +77,67 @@ CLAIMS = [
           "bound at step 5,401 of 40,000 (one run)",
           f"bound at the first step with {AC.BINDING_SET} ≥ {AC.BINDING_ACC:.0%}; a run that never reaches it is "
           "censored at its last step ('not bound by T'); over seeds: k of n bound by T and the Kaplan–Meier median "
-          "binding step (phase-timing section)"),
+          "binding step (phase-timing section)",
+          figures=("accuracy",)),
     Claim("C1", "Modular addition is learned first: 0-var accuracy is near perfect before binding",
           "phase 1 (0-var ≈ 100 % long before step 5,300)",
           f"addition step < binding step and 0-var held-out ≥ {C1_ZERO_VAR_HELDOUT_BEFORE_BINDING:.0%} at the "
-          "evaluation before binding"),
+          "evaluation before binding",
+          figures=("accuracy",)),
     Claim("C2", "A sharp spike for variable sequences coincides with layer-1 attention starting to route constants "
           "to their variables", "1-var held-out 59 % → 96 % between steps 5,301 and 5,401",
           f"three parts, all needed: (1) the largest 1-var held-out rise between two evaluations ≥ {C2_MIN_RISE:.0%}; "
           "(2) the routing circuit appears at the spike: = → left, = → right (layer 1) and layer-2 routing accuracy "
           "each change fastest per step (from the addition step on) in the binding interval or one next to it; "
-          "(3) the layer-1 previous-token attention (value → its variable) does too"),
+          "(3) the layer-1 previous-token attention (value → its variable) does too",
+          figures=("spike", "attention", "pattern_layer1", "pattern_layer2")),
     Claim("C3", "A later refinement phase fixes variables in forbidden positions",
           "steps 14,500–16,000 (`b` as right operand 5 % → 99 %)",
           f"at least one restricted (variable, side) curve, e.g. `b` as right operand, is ≤ "
           f"{C3_FORBIDDEN_AT_BINDING:.0%} at every evaluation from the binding step to "
-          f"{CUT_VALUES['C3_PLATEAU_STEPS']:,.0f} steps after it (a plateau) and reaches {AC.REFINEMENT_ACC:.0%} later"),
+          f"{CUT_VALUES['C3_PLATEAU_STEPS']:,.0f} steps after it (a plateau) and reaches {AC.REFINEMENT_ACC:.0%} later",
+          figures=("refinement",)),
     Claim("C4", "Position generalisation: trained on `14+b`, correct on `b+14`", "≈ 100 % on forbidden positions",
-          f"final accuracy ≥ {C4_FORBIDDEN_FINAL:.0%} on every forbidden-position set"),
+          f"final accuracy ≥ {C4_FORBIDDEN_FINAL:.0%} on every forbidden-position set",
+          figures=("refinement",)),
     Claim("C5", "OOD generalisation to addition pairs never seen in any form", "99.4 % on the 1,045 held-out pairs",
-          f"final accuracy on the exhaustive 0-var held-out set ≥ {C5_HELDOUT_FINAL:.0%}"),
+          f"final accuracy on the exhaustive 0-var held-out set ≥ {C5_HELDOUT_FINAL:.0%}",
+          figures=("accuracy",)),
     Claim("C6", "Generalising to unseen pairs needs f ≈ 0.25 of all pairs in training", "threshold f ≈ 0.25",
           "f sweep: the smallest f from which the monotone fit of 0-var held-out accuracy stays ≥ 90 %; its bootstrap "
-          f"interval widened by ±{C6_C7_TOLERANCE:g} contains 0.25; the convergence flag beside it"),
+          f"interval widened by ±{C6_C7_TOLERANCE:g} contains 0.25; the convergence flag beside it",
+          figures=()),
     Claim("C7", "Generalising on 2-var sequences needs r ≈ 0.2 of 2-var data", "threshold r ≈ 0.2",
           "r sweep: the smallest r (the kept fraction of 2-var rows, as the paper's 'r ≈ 0.2') from which the monotone "
           f"fit of 2-var union accuracy stays ≥ 90 %; its bootstrap interval widened by ±{C6_C7_TOLERANCE:g} contains "
-          "0.2; the convergence flag beside it"),
+          "0.2; the convergence flag beside it",
+          figures=()),
     Claim("C8", "Residuals before the layer-2 MLP are nearly identical for variable and constant forms",
           "cosine ≈ 1",
           f"raw matched cosine ≥ {C8_MATCHED} on training and on held-out pairs; centred matched cosine at least "
           f"{C8_GAP} above both nulls (shuffled pairs; same prefix, other sum) on both; and the 1-/2-var MLP₂ "
-          f"pre-activation grids correlate ≥ {C8_GRID_CORR} with the 0-var grid"),
+          f"pre-activation grids correlate ≥ {C8_GRID_CORR} with the 0-var grid",
+          figures=("cosine_hist", "cosine_by_step", "patching")),
     Claim("C9", "Layer-2 MLP pre-activations have the form cos(2πkn/N + α) + cos(2πkm/N + β)",
           "key frequencies {9, 17, 18, 19, 21, 25}",
           f"the share of frequency neurons (one k explains > {AC.FOURIER_NEURON_FVE:.0%} of a neuron's variance over "
-          f"the N × N grid) exceeds the initial weights' share by ≥ {C9_FREQUENCY_NEURON_SHARE:.0%} of the neurons"),
+          f"the N × N grid) exceeds the initial weights' share by ≥ {C9_FREQUENCY_NEURON_SHARE:.0%} of the neurons",
+          figures=("fourier_spectrum", "fourier_neurons", "fourier_neuron")),
     Claim("C10", "Layer-1 is a previous-token head for values; layer-2 QK is an identity over variables",
           "previous-token head; strong QK₂ diagonal",
           f"final: value tokens' top key is their variable in ≥ {C10_PREV_TOKEN:.0%}, QK₂ through OV₁ has its "
           f"row maximum on the diagonal for ≥ {C10_QK_IDENTITY:.0%} of variables, and the final = routes (its top "
-          f"layer-2 keys are exactly the bound values) in ≥ {CUT_VALUES['C10_ROUTING']:.0%} of variable sequences"),
+          f"layer-2 keys are exactly the bound values) in ≥ {CUT_VALUES['C10_ROUTING']:.0%} of variable sequences",
+          figures=("weights", "qk2", "probes")),
     Claim("C11", "The negative gradient on QK₂ forms associative-memory (identity) blocks", "theory",
           f"at the checkpoints before binding where the theory's preconditions hold (previous-token argmax ≥ "
           f"{PREV_TOKEN_MIN:.0%}; 1-var sequences whose = attends more to the variable operand), −∇QK₂ in the "
           f"variable basis has diagonal mean > off-diagonal mean at ≥ {C11_DIAG_SHARE:.0%} of them and mean "
           f"correlation with the final QK₂ ≥ {C11_CORR} and above the 95th percentile of the same correlation with the "
-          "variables' labels permuted (means over 3 disjoint samples); the verdict is about the theory's setting"),
+          "variables' labels permuted (means over 3 disjoint samples); the verdict is about the theory's setting",
+          figures=("gradients_theory", "gradients", "gradient_matrix")),
 ]
 BY_ID = {c.id: c for c in CLAIMS}
-
-
-@dataclass
-class ClaimResult:
-    id: str
-    value: float | None
-    detail: str
-    verdict: str
-    reason: str = ""
-    robustness: str = ""  # "robust" or "fragile: which cut, moved how, gives which verdict" (±20 % of each cut)
-    under_previous: str = ""  # the verdict under a cut as it was before it was changed after seeing data
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def _missing(cid: str, what: str) -> ClaimResult:
@@ -331,69 +336,14 @@ def c5(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     return ClaimResult("C5", float(acc), f"{acc:.4f} on {a['final_step']}{extra}", _verdict(acc >= k["C5_HELDOUT_FINAL"]))
 
 
-NOT_CONVERGED = "not converged"
-
-
-def _sweep_claim(cid: str, a: dict, key: str, paper: float, tolerance: float) -> ClaimResult:
-    """From a sweep summary attached as ``a["sweeps"][key]`` (``sweep.json`` of ``assign-add sweep``).
-
-    Rule: "not measured" while points are unfinished; otherwise "holds" when the monotone-fit
-    threshold's bootstrap interval, widened by the tolerance cut on either side, contains the paper's
-    value.  The convergence flag is reported beside the verdict, never instead of it (points just
-    below the threshold still rising by more than the margin over their last third); so are the
-    threshold at 50 / 80 / 90 %, the swept value as the 2-var share of training rows, and the runs
-    that never bound.  The protocol is named in the detail."""
-    sweep = a.get("sweeps", {}).get(key)
-    if not sweep:
-        return ClaimResult(cid, None, "", NOT_MEASURED, f"needs the {key} sweep (assign-add sweep --preset {key})")
-    spec, thr = sweep["spec"], sweep["threshold"]
-    steps, n = spec["steps"], len(spec["values"]) * len(spec["seeds"])
-    protocol = sweep.get("protocol", f"{spec['param']} sweep, {steps:,} steps")
-    if sweep.get("unfinished"):
-        return ClaimResult(cid, None, f"protocol: {protocol}", NOT_MEASURED,
-                           f"the sweep is unfinished ({len(sweep['unfinished'])} of {n} points)")
-    fmt = lambda v: "—" if v is None else f"{v:.3f}"  # noqa: E731
-    levels = "; ".join(f"at {float(lv):.0%}: {fmt(t['estimate'])} [{fmt(t['low'])}, {fmt(t['high'])}]"
-                       for lv, t in sweep.get("thresholds_by_level", {}).items())
-    share = _two_var_share_at(sweep.get("rows", []), thr["estimate"]) if key == "r" else None
-    unbound = [f"{r['value']:.3g} (seed {', '.join(map(str, r['unbound_seeds']))})" for r in sweep.get("rows", [])
-               if r.get("unbound_seeds")]
-    detail = (f"threshold {fmt(thr['estimate'])} [{fmt(thr['low'])}, {fmt(thr['high'])}] (smallest value from which "
-              f"the monotone fit stays ≥ 90 %; {thr['method']})"
-              + (f", i.e. a 2-var share of {share:.3f} of training rows" if share is not None else "")
-              + f"; logistic with free asymptotes {fmt(thr['logistic'])}"
-              + (f"; thresholds by level: {levels}" if levels else "")
-              + (f"; runs that never bound: {', '.join(unbound)}" if unbound else "")
-              + f"; protocol: {protocol}")
-    conv = sweep.get("convergence", {})
-    flag = ""
-    if conv.get("unconverged_near"):
-        vals = ", ".join(f"{v:.3g}" for v in conv["unconverged_near"])
-        flag = (f"{NOT_CONVERGED} at {steps:,} steps: {spec['param']} = {vals} still rose by more than "
-                f"{conv['margin']} over the last third")
-    if thr["estimate"] is None:
-        return ClaimResult(cid, None, detail, FAILS, "; ".join(x for x in ("the monotone fit never reaches 90 %", flag)
-                                                               if x))
-    lo = thr["low"] if thr["low"] is not None else thr["estimate"]
-    hi = thr["high"] if thr["high"] is not None else thr["estimate"]
-    ok = lo - tolerance <= paper <= hi + tolerance
-    return ClaimResult(cid, float(thr["estimate"]), detail, _verdict(ok), flag)
-
-
-def _two_var_share_at(rows: list[dict], value: float | None) -> float | None:
-    """The 2-var share of training rows at swept value ``value`` (linear between the grid's values)."""
-    pts = sorted((r["value"], r["two_var_share"]) for r in rows if r.get("two_var_share") is not None)
-    if value is None or len(pts) < 2:
-        return None
-    return float(np.interp(value, [x for x, _ in pts], [y for _, y in pts]))
 
 
 def c6(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
-    return _sweep_claim("C6", a, "f", 0.25, k["C6_C7_TOLERANCE"])
+    return sweep_claim("C6", a, "f", 0.25, k["C6_C7_TOLERANCE"])
 
 
 def c7(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
-    return _sweep_claim("C7", a, "r", 0.2, k["C6_C7_TOLERANCE"])
+    return sweep_claim("C7", a, "r", 0.2, k["C6_C7_TOLERANCE"])
 
 
 def _cosine_gap(r: dict) -> float | None:
@@ -545,76 +495,3 @@ def robustness_of(cid: str, analysis: dict, verdict: str, cuts: Cuts = CUT_VALUE
             other = fn(analysis, {**cuts, name: cut.previous}).verdict
             previous.append(f"{other} without {name} ({cut.why_changed})")
     return ("robust" if not flips else "fragile: " + "; ".join(flips)), "; ".join(previous)
-
-
-@dataclass
-class Aggregate:
-    """One claim over several seeds of our runs."""
-
-    id: str
-    mean: float | None
-    sd: float | None
-    per_seed: list[float | None]
-    verdict: str
-    reason: str
-    robustness: str = ""  # "robust" when every seed's verdict is, else which seeds are fragile and why
-
-
-def aggregate(results: list[ClaimResult]) -> Aggregate:
-    """The rule in ``AGGREGATE_RULE``; "not measured" when no seed measured the claim; the binding
-    row ("B") says how many seeds bound by when."""
-    if results[0].id == "B":
-        return aggregate_binding(results)
-    vals = [r.value for r in results]
-    nums = [v for v in vals if v is not None]
-    unbound = [r.verdict for r in results if r.verdict.startswith(NOT_BOUND)]
-    measured = [r.verdict for r in results if r.verdict != NOT_MEASURED and not r.verdict.startswith(NOT_BOUND)]
-    if not measured:
-        if unbound:
-            return Aggregate(results[0].id, None, None, vals, unbound[0] if len(set(unbound)) == 1 else NOT_BOUND,
-                             f"no seed bound: {len(unbound)} of {len(results)} not bound")
-        return Aggregate(results[0].id, None, None, vals, NOT_MEASURED, results[0].reason)
-    n_hold = sum(v == HOLDS for v in measured)
-    verdict = measured[0] if len(set(measured)) == 1 else MIXED
-    reason = "" if verdict == HOLDS else f"holds in {n_hold} of {len(measured)} seeds"
-    if unbound:
-        reason = "; ".join(x for x in (reason, f"judged over the {len(measured)} seeds that bound; {len(unbound)} "
-                                               f"{'seed' if len(unbound) == 1 else 'seeds'} not bound (not counted)") if x)
-    return Aggregate(results[0].id, *_mean_sd_over_seeds(nums), vals, verdict, reason, robustness_over_seeds(results))
-
-
-def robustness_over_seeds(results: list[ClaimResult]) -> str:
-    labels = [(i, r.robustness) for i, r in enumerate(results) if r.robustness]
-    fragile = [(i, lab) for i, lab in labels if lab != "robust"]
-    if not labels:
-        return ""
-    if not fragile:
-        return "robust"
-    i, first = fragile[0]
-    return f"fragile in {len(fragile)} of {len(labels)} seeds (seed #{i + 1}: {first.removeprefix('fragile: ')})"
-
-
-def aggregate_binding(results: list[ClaimResult]) -> Aggregate:
-    """"k of n seeds bound by T": the value is the mean binding step of the seeds that bound (the
-    report's phase-timing section gives the censored, Kaplan–Meier median)."""
-    vals = [r.value for r in results]
-    nums = [v for v in vals if v is not None]
-    measured = [r for r in results if r.verdict != NOT_MEASURED]
-    if not measured:
-        return Aggregate("B", None, None, vals, NOT_MEASURED, results[0].reason)
-    unbound = [r for r in measured if r.verdict.startswith(NOT_BOUND)]
-    ends = sorted({r.verdict[len(NOT_BOUND):].strip() for r in unbound})
-    by = f" by {ends[0]}" if len(ends) == 1 else ""
-    count = f"{len(measured) - len(unbound)} of {len(measured)} seeds bound" + (by if unbound else "")
-    verdict = HOLDS if not unbound else count
-    reason = count if not unbound else (
-        "mean over the seeds that bound; the median with the others censored is in the phase-timing section" if nums
-        else "")
-    return Aggregate("B", *_mean_sd_over_seeds(nums), vals, verdict, reason, robustness_over_seeds(results))
-
-
-def _mean_sd_over_seeds(nums: list[float]) -> tuple[float | None, float | None]:
-    """Mean and sd (n − 1; 0 for one seed) of the seeds' values; None without any."""
-    if not nums:
-        return None, None
-    return float(np.mean(nums)), float(np.std(nums, ddof=1)) if len(nums) > 1 else 0.0

@@ -1,8 +1,10 @@
 """The reproduction report: ``report.html`` (self-contained, offline) and ``report.md``.
 
-Built only from saved ``analysis.json`` files and figure files.  The claims table comes first;
-then one section per claim with its figures; then each source's configuration and the software
-versions.
+Built only from saved ``analysis.json`` files and figure files.  :func:`sections` lays the report
+out once, as a list of blocks (headings, text, tables, figures): the claims table first; one section
+per claim with its figures; phase timing over seeds; the causal checks; how the function develops
+(essential dynamics); each source's configuration and the software versions.  Two short writers
+format the blocks, :func:`to_markdown` and :func:`to_html`.
 """
 
 from __future__ import annotations
@@ -30,22 +32,10 @@ from assign_add.report.claims import (
     ClaimResult,
 )
 
-# Which figures illustrate which claim (figure names from analysis/figures.py).
-CLAIM_FIGURES = {  # in claim order
-    "B": ["accuracy"],
-    "C1": ["accuracy"],
-    "C2": ["spike", "attention", "pattern_layer1", "pattern_layer2"],
-    "C3": ["refinement"],
-    "C4": ["refinement"],
-    "C5": ["accuracy"],
-    "C6": [],
-    "C7": [],
-    "C8": ["cosine_hist", "cosine_by_step", "patching"],
-    "C9": ["fourier_spectrum", "fourier_neurons", "fourier_neuron"],
-    "C10": ["weights", "qk2", "probes"],
-    "C11": ["gradients_theory", "gradients", "gradient_matrix"],
-}
+# Which figures illustrate which claim: each claim names its own (report/claims.py).
+CLAIM_FIGURES = {c.id: list(c.figures) for c in CLAIMS}  # in claim order
 EXTRA_FIGURES = ["ablations"]
+DEVELOPMENT_FIGURES = ["trajectory", "trajectory_plane"]  # essential dynamics (analysis/trajectory.py)
 
 
 @dataclass
@@ -227,16 +217,145 @@ def timing_chart(timing: dict):
                 ylabel="fraction of seeds at or before", markers=ref, ylim=(0, 1.02))
 
 
-def _md_table(cols: list[str], rows: list[list[str]]) -> list[str]:
-    return (["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-            + ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows] + [""])
+# --------------------------------------------------------------------------- the document
+
+@dataclass
+class Heading:
+    text: str
+    level: int = 2
+    anchor: str = ""
 
 
-def _html_table(cols: list[str], rows: list[list[str]], cls: str = "") -> str:
-    esc = html.escape
-    head = "<tr>" + "".join(f"<th>{esc(c)}</th>" for c in cols) + "</tr>"
-    body = "".join("<tr>" + "".join(f"<td>{esc(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f"<table class='{cls}'>{head}{body}</table>"
+@dataclass
+class Text:
+    text: str
+    lead: str = ""  # an emphasised label before the text, e.g. "Criterion:"
+
+
+@dataclass
+class Bullets:
+    items: list[tuple[str, str]]  # (bold label, text)
+
+
+@dataclass
+class Table:
+    cols: list[str]
+    rows: list[list[str]]
+    cls: str = ""
+    anchor: str = ""
+    verdict_cols: tuple[int, ...] = ()  # cells coloured by their verdict in HTML
+    keyed: bool = False  # each row tagged with its first cell (the claims table: data-claim)
+
+
+@dataclass
+class Figure:
+    """A figure rendered by charts.render: its PNG (copied beside report.md) and its HTML fragment."""
+
+    png: Path
+    rel: str  # where report.md finds its copy, relative to the report
+    title: str
+    div_id: str  # the fragment's id, made unique in the page (a figure may appear in two sections)
+
+    @property
+    def fragment(self) -> Path:
+        return self.png.with_suffix(".html")
+
+
+@dataclass
+class Figures:
+    items: list[Figure]
+
+
+@dataclass
+class Code:
+    text: str
+    language: str = ""
+
+
+Block = Heading | Text | Bullets | Table | Figures | Code
+
+
+def _slug(name: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
+
+
+def run_figures(sources: list[Source], names: list[str], section: str) -> list[Figure]:
+    """The first run's figures ``names`` of each source that has them."""
+    out = []
+    for src in sources:
+        for name in names:
+            png = src.runs[0] / "figures" / f"{name}.png"
+            if png.is_file():
+                out.append(Figure(png, f"figures/{_slug(src.name)}/{name}.png", f"{src.name}: {name}",
+                                  f"fig-{section}-{_slug(src.name)}-{name}"))
+    return out
+
+
+def sweep_figures(sources: list[Source], cid: str) -> list[Figure]:
+    """The figures a source brings for a claim from outside its runs (a sweep's)."""
+    out = []
+    for src in sources:
+        for stem in (src.claim_figures or {}).get(cid, []):
+            png = stem.with_suffix(".png")
+            if png.is_file():
+                out.append(Figure(png, f"figures/{_slug(src.name)}/{cid}-{stem.name}.png", f"{src.name}: {cid}",
+                                  f"fig-{cid}-{_slug(src.name)}-{stem.name}"))
+    return out
+
+
+def claim_section(sources: list[Source], cid: str) -> list[Block]:
+    blocks: list[Block] = [Heading(f"{cid}: {BY_ID[cid].statement}", anchor=cid),
+                           Text(f"{BY_ID[cid].criterion}.", lead="Criterion:"),
+                           Bullets([item for src in sources for item in claim_bullets(src, cid)])]
+    if cid == "C2":
+        for src in sources:
+            for label, caption, rows in spike_tables(src):
+                blocks += [Text(f"What happens at the spike, {label} ({caption}):"), Table(SPIKE_COLUMNS, rows, "spike")]
+    figs = run_figures(sources, CLAIM_FIGURES[cid], cid) + sweep_figures(sources, cid)
+    return blocks + ([Figures(figs)] if figs else [])
+
+
+def timing_section(timing: dict, figure: Path | None) -> list[Block]:
+    cols, rows, pcols, prows, sentence = timing_rows(timing)
+    blocks: list[Block] = [Heading("Phase timing over seeds (beyond the paper: it has one run)", anchor="timing"),
+                           Table(cols, rows, "timing")]
+    if figure is not None:
+        blocks.append(Figures([Figure(figure, "figures/timing/phases.png", "phase timing", "fig-timing-phases")]))
+    return blocks + [Text(sentence), Table(pcols, prows, "predictors")]
+
+
+DEVELOPMENT_TEXT = ("Essential dynamics: each checkpoint's answer logits on the first 200 sequences of every curated "
+                    "set (centred per sequence), and PCA over the checkpoints. Where the path turns, the function "
+                    "changes direction; compare with the phase marks. The share of variance of each component is in "
+                    "its legend; the path plane shows the first two. (Beyond the paper; survival over seeds, "
+                    "branch-and-replay and the learning coefficient have their own commands: see the README.)")
+
+
+def sections(sources: list[Source], notes: list[str], versions: dict[str, str], timing: dict | None,
+             timing_figure: Path | None) -> list[Block]:
+    """The whole report, in order, as blocks; the two writers below only format them."""
+    doc: list[Block] = [Heading("Assign and Add: reproduction report", level=1),
+                        Bullets([(s.name, f"{len(s.runs)} run{'s' if len(s.runs) > 1 else ''}") for s in sources]),
+                        Heading("Claims"),
+                        Table(header(sources), claims_rows(sources), anchor="claims", keyed=True,
+                              verdict_cols=tuple(range(4, 3 + 2 * len(sources), 2))),
+                        Text(f"Verdicts {AGGREGATE_RULE}."), Text(CUTS_SENTENCE), Table(*cuts_table())]
+    diffs = differences(sources) + notes
+    if diffs:
+        doc += [Heading("Where the measurements differ from the paper"), Bullets([("", d) for d in diffs])]
+    for cid in CLAIM_FIGURES:
+        doc += claim_section(sources, cid)
+    if timing is not None:
+        doc += timing_section(timing, timing_figure)
+    doc += [Heading("Causal checks"), Figures(run_figures(sources, EXTRA_FIGURES, "causal"))]
+    development = run_figures(sources, DEVELOPMENT_FIGURES, "development")
+    if development:
+        doc += [Heading("How the function develops (beyond the paper)", anchor="development"), Text(DEVELOPMENT_TEXT),
+                Figures(development)]
+    doc.append(Heading("Configuration and software"))
+    for src in sources:
+        doc += [Heading(src.name, level=3), Code(src.configs[0].strip(), "toml")]
+    return doc + [Table(["package", "version"], [[k, v] for k, v in versions.items()])]
 
 
 # --------------------------------------------------------------------------- markdown
@@ -246,74 +365,34 @@ def _md_escape(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def render_markdown(sources: list[Source], out_dir: Path, notes: list[str], versions: dict[str, str],
-                    timing: dict | None = None) -> str:
-    lines = ["# Assign and Add: reproduction report", ""]
-    lines += ["Sources: " + "; ".join(f"**{s.name}** ({len(s.runs)} run{'s' if len(s.runs) > 1 else ''})" for s in sources), ""]
-    lines += ["## Claims", ""]
-    cols = header(sources)
-    lines.append("| " + " | ".join(cols) + " |")
-    lines.append("|" + "---|" * len(cols))
-    for row in claims_rows(sources):
-        lines.append("| " + " | ".join(_md_escape(c) for c in row) + " |")
-    lines += ["", f"Verdicts {AGGREGATE_RULE}.", "", CUTS_SENTENCE, ""]
-    lines += _md_table(*cuts_table())
-    diffs = differences(sources) + notes
-    if diffs:
-        lines += ["## Where the measurements differ from the paper", ""] + [f"- {d}" for d in diffs] + [""]
-    for cid, figs in CLAIM_FIGURES.items():
-        lines += [f"## {cid}: {BY_ID[cid].statement}", "", f"Criterion: {BY_ID[cid].criterion}.", ""]
-        for src in sources:
-            lines += [f"- **{label}**: {text}" for label, text in claim_bullets(src, cid)]
-        lines.append("")
-        if cid == "C2":
-            for src in sources:
-                for label, caption, rows in spike_tables(src):
-                    lines += [f"What happens at the spike, {label} ({caption}):", ""] + _md_table(SPIKE_COLUMNS, rows)
-        for src in sources:
-            for fig in figs:
-                png = _figure_copy(src, fig, out_dir)
-                if png:
-                    lines.append(f"![{src.name}: {fig}]({png})")
-            for stem in (src.claim_figures or {}).get(cid, []):
-                if stem.with_suffix(".png").is_file():
-                    rel = Path("figures") / _slug(src.name) / f"{cid}-{stem.name}.png"
-                    (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(stem.with_suffix(".png"), out_dir / rel)
-                    lines.append(f"![{src.name}: {cid}]({rel.as_posix()})")
-        lines.append("")
-    if timing is not None:
-        cols, rows, pcols, prows, sentence = timing_rows(timing)
-        lines += ["## Phase timing over seeds (beyond the paper: it has one run)", ""] + _md_table(cols, rows)
-        if (out_dir / "figures" / "timing" / "phases.png").is_file():
-            lines += ["![phase steps over seeds](figures/timing/phases.png)", ""]
-        lines += [sentence, ""] + _md_table(pcols, prows)
-    lines += ["## Causal checks", ""]
-    for src in sources:
-        for fig in EXTRA_FIGURES:
-            png = _figure_copy(src, fig, out_dir)
-            if png:
-                lines.append(f"![{src.name}: {fig}]({png})")
-    lines += ["", "## Configuration and software", ""]
-    for src in sources:
-        lines += [f"### {src.name}", "", "```toml", src.configs[0].strip(), "```", ""]
-    lines += ["| package | version |", "|---|---|"] + [f"| {k} | {v} |" for k, v in versions.items()]
+def _md_table(cols: list[str], rows: list[list[str]]) -> list[str]:
+    return (["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+            + ["| " + " | ".join(_md_escape(c) for c in row) + " |" for row in rows] + [""])
+
+
+def to_markdown(doc: list[Block], out_dir: Path) -> str:
+    """report.md; each figure's PNG is copied beside it."""
+    lines: list[str] = []
+    for block in doc:
+        if isinstance(block, Heading):
+            lines += ["#" * block.level + " " + block.text, ""]
+        elif isinstance(block, Text):
+            lines += [(f"*{block.lead}* " if block.lead else "") + block.text, ""]
+        elif isinstance(block, Bullets):
+            lines += [f"- **{label}**: {text}" if label else f"- {text}" for label, text in block.items] + [""]
+        elif isinstance(block, Table):
+            lines += _md_table(block.cols, block.rows)
+        elif isinstance(block, Figures):
+            for fig in block.items:
+                target = out_dir / fig.rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if fig.png.resolve() != target.resolve():
+                    shutil.copyfile(fig.png, target)
+                lines.append(f"![{fig.title}]({fig.rel})")
+            lines.append("")
+        else:
+            lines += [f"```{block.language}", block.text, "```", ""]
     return "\n".join(lines) + "\n"
-
-
-def _figure_copy(src: Source, fig: str, out_dir: Path) -> str | None:
-    """Copy the first run's PNG beside the report; return its relative path."""
-    png = src.runs[0] / "figures" / f"{fig}.png"
-    if not png.is_file():
-        return None
-    rel = Path("figures") / _slug(src.name) / f"{fig}.png"
-    (out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(png, out_dir / rel)
-    return rel.as_posix()
-
-
-def _slug(name: str) -> str:
-    return "".join(c if c.isalnum() else "-" for c in name.lower()).strip("-")
 
 
 # --------------------------------------------------------------------------- html
@@ -337,76 +416,51 @@ def _verdict_class(text: str) -> str:
     return "fails"
 
 
-def render_html(sources: list[Source], notes: list[str], versions: dict[str, str], plotly_js: str,
-                timing: dict | None = None, timing_fragment: str = "") -> str:
+def _html_table(t: Table) -> str:
     esc = html.escape
-    parts = ["<!DOCTYPE html><html><head><meta charset='utf-8'><title>Assign and Add: reproduction report</title>",
-             f"<style>{CSS}</style><script>{plotly_js}</script></head><body>",
-             "<h1>Assign and Add: reproduction report</h1>",
-             "<p>Sources: " + "; ".join(f"<b>{esc(s.name)}</b> ({len(s.runs)} run(s))" for s in sources) + "</p>",
-             "<h2>Claims</h2><table id='claims'><thead><tr>"]
-    parts += [f"<th>{esc(c)}</th>" for c in header(sources)]
-    parts.append("</tr></thead><tbody>")
-    for row in claims_rows(sources):
-        cells = []
-        for i, c in enumerate(row):
-            is_verdict = 3 <= i < len(row) - 1 and (i - 3) % 2 == 1
-            cls = f" class='{_verdict_class(c)}'" if is_verdict else ""
-            cells.append(f"<td{cls}>{esc(c)}</td>")
-        parts.append(f"<tr class='claim' data-claim='{esc(row[0])}'>" + "".join(cells) + "</tr>")
-    parts.append("</tbody></table>")
-    parts.append(f"<p>Verdicts {esc(AGGREGATE_RULE)}.</p>")
-    parts.append(f"<p>{esc(CUTS_SENTENCE)}</p>" + _html_table(*cuts_table()))
-    diffs = differences(sources) + notes
-    if diffs:
-        parts.append("<h2>Where the measurements differ from the paper</h2><ul>")
-        parts += [f"<li>{esc(d)}</li>" for d in diffs]
-        parts.append("</ul>")
-    for cid, figs in CLAIM_FIGURES.items():
-        parts.append(f"<h2 id='{cid}'>{cid}: {esc(BY_ID[cid].statement)}</h2>")
-        parts.append(f"<p><i>Criterion:</i> {esc(BY_ID[cid].criterion)}.</p><ul>")
-        for src in sources:
-            parts += [f"<li><b>{esc(label)}</b>: {esc(text)}</li>" for label, text in claim_bullets(src, cid)]
-        parts.append("</ul>")
-        if cid == "C2":
-            for src in sources:
-                for label, caption, rows in spike_tables(src):
-                    parts.append(f"<p>What happens at the spike, <b>{esc(label)}</b> ({esc(caption)}):</p>"
-                                 + _html_table(SPIKE_COLUMNS, rows, "spike"))
-        parts.append(_figure_block(sources, figs, cid))
-        for src in sources:
-            for stem in (src.claim_figures or {}).get(cid, []):
-                frag = stem.with_suffix(".html")
-                if frag.is_file():
-                    body = frag.read_text().replace(f'"fig-{stem.name}"', f'"fig-{cid}-{_slug(src.name)}-{stem.name}"')
-                    parts.append(f"<div class='figs'><div class='figure' title='{html.escape(src.name)}: {cid}'>{body}</div></div>")
-    if timing is not None:
-        cols, rows, pcols, prows, sentence = timing_rows(timing)
-        parts.append("<h2 id='timing'>Phase timing over seeds (beyond the paper: it has one run)</h2>"
-                     + _html_table(cols, rows, "timing"))
-        if timing_fragment:
-            parts.append(f"<div class='figs'><div class='figure' title='phase timing'>{timing_fragment}</div></div>")
-        parts.append(f"<p>{esc(sentence)}</p>" + _html_table(pcols, prows, "predictors"))
-    parts.append("<h2>Causal checks</h2>" + _figure_block(sources, EXTRA_FIGURES, "causal"))
-    parts.append("<h2>Configuration and software</h2>")
-    for src in sources:
-        parts.append(f"<h3>{esc(src.name)}</h3><pre>{esc(src.configs[0])}</pre>")
-    parts.append("<table><tr><th>package</th><th>version</th></tr>")
-    parts += [f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in versions.items()]
-    parts.append("</table></body></html>")
-    return "\n".join(parts)
+    head = "<tr>" + "".join(f"<th>{esc(c)}</th>" for c in t.cols) + "</tr>"
+    rows = []
+    for row in t.rows:
+        cells = "".join(f"<td class='{_verdict_class(c)}'>{esc(c)}</td>" if i in t.verdict_cols else f"<td>{esc(c)}</td>"
+                        for i, c in enumerate(row))
+        tag = f"<tr class='claim' data-claim='{esc(row[0])}'>" if t.keyed else "<tr>"
+        rows.append(tag + cells + "</tr>")
+    anchor = f" id='{t.anchor}'" if t.anchor else ""
+    return f"<table{anchor} class='{t.cls}'><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def _figure_block(sources: list[Source], figs: list[str], section: str) -> str:
-    """Each figure's fragment, with a div id unique in the page (a figure may appear in two sections)."""
+def _html_figures(figs: Figures) -> str:
     blocks = []
-    for src in sources:
-        for fig in figs:
-            frag = src.runs[0] / "figures" / f"{fig}.html"
-            if frag.is_file():
-                body = frag.read_text().replace(f'"fig-{fig}"', f'"fig-{section}-{_slug(src.name)}-{fig}"')
-                blocks.append(f"<div class='figure' title='{html.escape(src.name)}: {fig}'>{body}</div>")
+    for fig in figs.items:
+        if fig.fragment.is_file():
+            body = fig.fragment.read_text().replace(f'"fig-{fig.png.stem}"', f'"{fig.div_id}"')
+            blocks.append(f"<div class='figure' title='{html.escape(fig.title)}'>{body}</div>")
     return "<div class='figs'>" + "".join(blocks) + "</div>" if blocks else ""
+
+
+def to_html(doc: list[Block], plotly_js: str) -> str:
+    """report.html: self-contained (plotly.js inline, every figure's fragment inline)."""
+    esc = html.escape
+    title = next(b.text for b in doc if isinstance(b, Heading))
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{esc(title)}</title>",
+             f"<style>{CSS}</style><script>{plotly_js}</script></head><body>"]
+    for block in doc:
+        if isinstance(block, Heading):
+            anchor = f" id='{block.anchor}'" if block.anchor else ""
+            parts.append(f"<h{block.level}{anchor}>{esc(block.text)}</h{block.level}>")
+        elif isinstance(block, Text):
+            parts.append("<p>" + (f"<i>{esc(block.lead)}</i> " if block.lead else "") + f"{esc(block.text)}</p>")
+        elif isinstance(block, Bullets):
+            parts.append("<ul>" + "".join(f"<li><b>{esc(label)}</b>: {esc(text)}</li>" if label else f"<li>{esc(text)}</li>"
+                                          for label, text in block.items) + "</ul>")
+        elif isinstance(block, Table):
+            parts.append(_html_table(block))
+        elif isinstance(block, Figures):
+            parts.append(_html_figures(block))
+        else:
+            parts.append(f"<pre>{esc(block.text)}</pre>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
 
 
 def software_versions() -> dict[str, str]:
@@ -427,15 +481,13 @@ def write_report(sources: list[Source], out_dir: Path, notes: list[str] | None =
 
     from assign_add.charts import render
 
-    notes = notes or []
-    versions = software_versions()
     out_dir.mkdir(parents=True, exist_ok=True)
-    fragment = ""
+    figure = None
     observed = timing is not None and any(seed[k] is not None for seed in timing["phases"]["per_seed"] for k in PHASES)
     if observed:  # an empty chart would draw nothing (e.g. --quick runs reach no phase)
-        render(timing_chart(timing), out_dir / "figures" / "timing", "phases")
-        fragment = (out_dir / "figures" / "timing" / "phases.html").read_text()
+        figure = render(timing_chart(timing), out_dir / "figures" / "timing", "phases")[0]
+    doc = sections(sources, notes or [], software_versions(), timing, figure)
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
-    atomic_write_text(md_path, render_markdown(sources, out_dir, notes, versions, timing))
-    atomic_write_text(html_path, render_html(sources, notes, versions, get_plotlyjs(), timing, fragment))
+    atomic_write_text(md_path, to_markdown(doc, out_dir))
+    atomic_write_text(html_path, to_html(doc, get_plotlyjs()))
     return html_path, md_path

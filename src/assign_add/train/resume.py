@@ -28,7 +28,7 @@ from assign_add.run import (
 )
 
 # Fields that may change when resuming a run (they do not change its numbers).
-RESUMABLE_CHANGES = {"train.steps", "train.device", "train.threads"}
+RESUMABLE_CHANGES = {"train.steps", "train.device", "train.threads", "train.log_to"}
 
 
 # --------------------------------------------------------------------------- optimiser state

@@ -33,6 +33,7 @@ from assign_add.model.hooked import AssignAddTransformer
 from assign_add.run import RunDir, RunError, save_checkpoint
 from assign_add.task.generator import Sampler
 from assign_add.train.evaluate import Evaluator, evaluate
+from assign_add.train.loggers import PhaseMarks, open_sinks
 from assign_add.train.resume import load_state, prepare_run_dir, save_state, truncate_metrics
 
 def checkpoint_schedule(total_steps: int, every: int = 0) -> list[int]:
@@ -97,8 +98,10 @@ def live_sets(all_sets: dict, names: list[str], root: Path) -> dict:
 class RunWriter:
     """One run's bookkeeping: evaluation records, checkpoints, optimiser state, status, log."""
 
-    def __init__(self, run: RunDir, cfg: RunConfig, elapsed_before: float = 0.0, lock: RunLock | None = None) -> None:
+    def __init__(self, run: RunDir, cfg: RunConfig, elapsed_before: float = 0.0, lock: RunLock | None = None,
+                 start: int = 0, phase_marks: PhaseMarks | None = None) -> None:
         self.run = run
+        self.phase_marks = phase_marks
         self.lock = lock  # held from opening the run until close()
         self.cfg = cfg
         all_sets = run.eval_sets()
@@ -111,6 +114,7 @@ class RunWriter:
         self.loss_sum, self.loss_count = 0.0, 0
         self.t0 = time.perf_counter() - elapsed_before
         self.last_record: dict = {}
+        self.sinks = open_sinks(run.root, cfg, start)  # TensorBoard / W&B beside metrics.jsonl
 
     def add_loss(self, value: float, step: int) -> None:
         if not math.isfinite(value):
@@ -136,6 +140,8 @@ class RunWriter:
             "grad_norm": grads,
         }
         append_jsonl(self.run.metrics_path, rec)
+        for sink in self.sinks:
+            sink.log(rec)
         accs = " ".join(f"{k}={v:.3f}" for k, v in res["acc"].items())
         append_line(self.run.log_path, f"step {step} loss {rec['train_loss']} {accs}")
         self.loss_sum, self.loss_count = 0.0, 0
@@ -163,9 +169,16 @@ class RunWriter:
     def finish(self, end: int) -> None:
         if end == self.cfg.train.steps:
             self.run.set_status(state="complete", step=end)
+        if self.sinks and self.phase_marks is not None:  # the phase marks, from the records so far
+            marks = self.phase_marks(self.run.metrics())
+            for sink in self.sinks:
+                sink.marks(marks, end)
 
     def close(self) -> None:
-        """Release the run's lock (another process may then write to it)."""
+        """Close the log sinks and release the run's lock (another process may then write to it)."""
+        for sink in self.sinks:
+            sink.close()
+        self.sinks = []
         if self.lock is not None:
             self.lock.release()
 
@@ -184,10 +197,12 @@ def check_eval_sets(cfg: RunConfig) -> None:
         raise ConfigError("train.eval_sets", f"unknown set(s) {', '.join(unknown)}; this task has {', '.join(known)}")
 
 
-def open_for_training(cfg: RunConfig, out: Path, resume: bool, force: bool, device: torch.device):
+def open_for_training(cfg: RunConfig, out: Path, resume: bool, force: bool, device: torch.device,
+                      phase_marks: PhaseMarks | None = None):
     """(writer, model, optimiser, start step) for a new or resumed run."""
     check_eval_sets(cfg)
     run, lock, resuming = prepare_run_dir(out, cfg, resume, force)
+    writer = None
     try:
         model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.weights_seed).to(device)
         opt = make_optimizer(model, cfg)
@@ -195,13 +210,16 @@ def open_for_training(cfg: RunConfig, out: Path, resume: bool, force: bool, devi
         if resuming:
             start, extra = load_state(run.state_path, model, opt)
         truncate_metrics(run, start if resuming else -1)  # a run killed before its first state starts over
-        writer = RunWriter(run, cfg, extra.get("elapsed", 0.0), lock)
+        writer = RunWriter(run, cfg, extra.get("elapsed", 0.0), lock, start, phase_marks)
         writer.loss_sum, writer.loss_count = extra.get("loss_sum", 0.0), extra.get("loss_count", 0)
         if start == 0:
             save_checkpoint(model, run.checkpoint_path(0), 0)
             writer.record(model, 0)
     except BaseException:
-        lock.release()
+        if writer is not None:
+            writer.close()
+        else:
+            lock.release()
         raise
     return writer, model, opt, start
 
@@ -224,13 +242,16 @@ def train(
     force: bool = False,
     progress: ProgressFn | None = None,
     stop_after: int | None = None,
+    phase_marks: PhaseMarks | None = None,
 ) -> TrainResult:
-    """Train ``cfg`` into run directory ``out``.  ``stop_after`` ends early (for tests/benchmarks)."""
+    """Train ``cfg`` into run directory ``out``.  ``stop_after`` ends early (for tests/benchmarks).
+    ``phase_marks`` (records → {phase: step}) gives the phase marks sent to TensorBoard / W&B at the end
+    (``assign_add.analysis.dynamics.phase_marks``; training itself detects no phases)."""
     t = cfg.train
     device = resolve_device(t.device)
     if t.threads > 0:
         torch.set_num_threads(t.threads)
-    writer, model, opt, start = open_for_training(cfg, out, resume, force, device)
+    writer, model, opt, start = open_for_training(cfg, out, resume, force, device, phase_marks)
     try:
         return _train_loop(cfg, writer, model, opt, start, device, progress, stop_after)
     finally:
