@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from assign_add.cli import runs  # noqa: F401 - registers config, data, train, import-paper, eval, predict
+from assign_add.cli import runs  # noqa: F401 - registers config, data, train, import-paper, export, import-export, eval, predict
 from assign_add.cli import analysis  # noqa: F401 - analyze, reproduce, phases, explore
 from assign_add.cli import experiments  # noqa: F401 - sweep, branch, branches
 from assign_add.cli import bench  # noqa: F401 - bench

@@ -1,4 +1,4 @@
-"""Commands on one run: config, data, train, import-paper, eval, predict."""
+"""Commands on one run: config, data, train, import-paper, export, import-export, eval, predict."""
 
 from __future__ import annotations
 
@@ -128,6 +128,38 @@ def import_paper_cmd(
     run = import_paper(paths, out, force=force, final_step=final_step)
     steps = run.checkpoint_steps()
     console.print(f"[green]imported[/] {len(steps)} checkpoints (steps {steps[0]}..{steps[-1]}) into {out}", highlight=False)
+
+
+@app.command("export")
+@user_errors
+def export_cmd(
+    run: Path = typer.Argument(..., help="run directory"),
+    out: Path = typer.Option(..., "--out", help="folder to create (must not exist or be empty)"),
+    name: Optional[str] = typer.Option(None, "--name", help="the model card's title"),
+) -> None:
+    """Write a Hugging Face Hub-ready folder: safetensors per step, config.json, a model card (nothing uploaded)."""
+    from assign_add.export import export_run
+    from assign_add.run import RunDir
+
+    export_run(RunDir(run), out, name)
+    console.print(f"[green]exported[/] {run} to {out} (README.md is the model card; push with huggingface-cli upload)",
+                  highlight=False)
+
+
+@app.command("import-export")
+@user_errors
+def import_export_cmd(
+    folder: Path = typer.Argument(..., help="a folder written by assign-add export"),
+    out: Path = typer.Option(..., "--out", help="run directory to create"),
+    force: bool = typer.Option(False, "--force", help="replace --out if it is a run directory of ours"),
+) -> None:
+    """Read an exported folder back into a run directory (same checkpoints, byte for byte)."""
+    from assign_add.export import import_export
+
+    run = import_export(folder, out, force=force)
+    steps = run.checkpoint_steps()
+    console.print(f"[green]imported[/] {len(steps)} checkpoints (steps {steps[0]}..{steps[-1]}) into {out}",
+                  highlight=False)
 
 
 @app.command("eval")

@@ -1,0 +1,192 @@
+"""A run as a Hugging Face Hub–ready folder, and the folder read back as a run.
+
+``assign-add export RUN --out DIR`` writes (nothing is uploaded)::
+
+    DIR/README.md                          model card: task, model, training, phases, claims' verdicts
+    DIR/config.json                        the architecture (TransformerLens names) and the run's config
+    DIR/model.safetensors                  the final checkpoint
+    DIR/checkpoints/step{S}/model.safetensors   every checkpoint, one folder per step
+    DIR/data/partitions.json               the train / held-out split of sums
+    DIR/metrics.jsonl                      the training curves (when the run has them)
+
+One folder per step is the layout of checkpoint series on the Hub (Pythia, Timaeus's devinterp
+models): each ``checkpoints/step{S}`` can be pushed as revision ``step{S}``, the model card says
+how.  ``assign-add import-export DIR --out RUN`` reads the folder back into a run directory with the
+same checkpoints, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import tempfile
+from dataclasses import asdict
+from pathlib import Path
+
+from assign_add import config as config_mod
+from assign_add.io import atomic_write_text
+from assign_add.model.hooked import HookedConfig
+from assign_add.run import RunDir, RunError, check_out_path, check_replaceable, create_run_dir
+
+STEP_DIR = re.compile(r"^step(\d+)$")
+MODEL_FILE = "model.safetensors"
+
+
+def _architecture(cfg: config_mod.RunConfig) -> dict:
+    arch = asdict(HookedConfig.build(cfg.model, cfg.task))
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in arch.items()}
+
+
+def config_json(run: RunDir) -> dict:
+    cfg = run.config()
+    steps = run.checkpoint_steps()
+    return {"model_type": "assign-add", "architectures": ["AssignAddTransformer"], **_architecture(cfg),
+            "checkpoint_steps": steps, "final_step": steps[-1], "assign_add_config": config_mod.to_dict(cfg)}
+
+
+def _phase_rows(run: RunDir) -> list[tuple[str, str]]:
+    from assign_add.analysis.dynamics import phase_marks
+
+    records = run.metrics()
+    if not records:
+        return []
+    last = records[-1]["step"]
+    return [(k, f"{v:,}" if v is not None else f"not seen by {last:,}") for k, v in phase_marks(records).items()]
+
+
+def _claim_rows(run: RunDir) -> list[tuple[str, str, str]]:
+    from assign_add.report.claims import BY_ID, evaluate_claims
+
+    path = run.root / "analysis.json"
+    if not path.is_file():
+        return []
+    results = evaluate_claims(json.loads(path.read_text()), robustness=False)
+    return [(cid, BY_ID[cid].statement, r.verdict) for cid, r in results.items()]
+
+
+def _provenance(run: RunDir) -> list[str]:
+    source = run.status().get("source", "")
+    if source == "paper-import":
+        return ["- imported from the authors' released checkpoints (they trained in bf16 autocast on a GPU); the "
+                "settings below are the paper's configuration as assign-add states it"]
+    return [f"- {source}"] if source else []
+
+
+def model_card(run: RunDir, name: str) -> str:
+    cfg = run.config()
+    t, m = cfg.task, cfg.model
+    steps = run.checkpoint_steps()
+    lines = ["---", "library_name: assign-add",
+             "tags: [mechanistic-interpretability, modular-arithmetic, variable-binding, transformer-lens]", "---", "",
+             f"# {name}", "",
+             f"A {m.n_layers}-layer attention transformer trained on *assign and add* (the paper \"Assign and Add: "
+             "A Mechanistic Study of Compositional Arithmetic\"): programs of variable assignments followed by a query "
+             f"`x+y=`, answered modulo {t.modulus}. Trained with assign-add "
+             f"({len(steps)} checkpoints, steps {steps[0]:,} to {steps[-1]:,}).", "",
+             "## Task", "", f"- modulus {t.modulus}, variables {''.join(t.variables)}",
+             f"- training pairs: a fraction f = {t.f} of the {t.modulus}² ordered pairs (the rest held out, never "
+             f"trained in any form); 2-var share scaled by r = {t.r}",
+             "- the exact split of sums is in `data/partitions.json`", "",
+             "## Model", "", f"- d_model {m.d_model}, heads {m.n_heads}, d_mlp {m.d_mlp} "
+             f"(TransformerLens parameter names; `config.json` has the full architecture)", "",
+             "## Training", "", *_provenance(run), f"- {cfg.train.steps:,} steps, batch {cfg.train.batch_size}, AdamW lr {cfg.train.lr}, "
+             f"weight decay {cfg.train.weight_decay}, init seed {cfg.train.weights_seed}, data seed "
+             f"{cfg.train.order_seed}, precision {cfg.train.precision}", ""]
+    phases = _phase_rows(run)
+    if phases:
+        lines += ["## Phases (from the training curves, `metrics.jsonl`)", "", "| phase | step |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in phases] + [""]
+    claims = _claim_rows(run)
+    if claims:
+        lines += ["## The paper's claims on this run (assign-add's criteria, `assign-add analyze`)", "",
+                  "| claim | statement | verdict |", "|---|---|---|"]
+        lines += [f"| {c} | {s} | {v} |" for c, s, v in claims] + [""]
+    lines += ["## Files", "", "- `model.safetensors`, `config.json`: the final model",
+              "- `checkpoints/step{S}/model.safetensors`: every checkpoint", "",
+              "## Loading", "", "```python",
+              "from assign_add import open_run  # after: assign-add import-export THIS_FOLDER --out run",
+              f"model = open_run('run').load_model({steps[-1]})", "```", "",
+              "## One revision per step on the Hub", "",
+              "Push the final model to `main` and each checkpoint folder as revision `step{S}` (the Pythia layout):",
+              "", "```bash", "huggingface-cli upload USER/REPO . --exclude 'checkpoints/*'",
+              "for d in checkpoints/step*; do", "  huggingface-cli upload USER/REPO \"$d\" --revision \"$(basename $d)\"",
+              "done", "```", ""]
+    return "\n".join(lines)
+
+
+def _staging(out: Path) -> Path:
+    out = Path(out)
+    check_out_path(out)
+    if out.exists() and any(out.iterdir()):
+        raise RunError(f"--out {out}: already exists and is not empty; choose another --out")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+
+
+def export_run(run: RunDir, out: Path, name: str | None = None) -> Path:
+    """Write the Hub-ready folder of ``run`` to ``out`` (created whole or not at all)."""
+    if not run.exists():
+        raise RunError(f"{run.root}: not a run directory (no config.toml)")
+    steps = run.checkpoint_steps()
+    if not steps:
+        raise RunError(f"{run.root} has no checkpoints")
+    tmp = _staging(out)
+    try:
+        tmp.chmod(0o755)
+        for s in steps:
+            (tmp / "checkpoints" / f"step{s}").mkdir(parents=True)
+            shutil.copyfile(run.checkpoint_path(s), tmp / "checkpoints" / f"step{s}" / MODEL_FILE)
+        shutil.copyfile(run.checkpoint_path(steps[-1]), tmp / MODEL_FILE)
+        (tmp / "data").mkdir()
+        shutil.copyfile(run.partitions_path, tmp / "data" / "partitions.json")
+        if run.metrics_path.is_file():
+            shutil.copyfile(run.metrics_path, tmp / "metrics.jsonl")
+        atomic_write_text(tmp / "config.json", json.dumps(config_json(run), indent=1) + "\n")
+        atomic_write_text(tmp / "README.md", model_card(run, name or f"assign-add: {Path(run.root).name}"))
+        if Path(out).exists():
+            Path(out).rmdir()  # empty (checked above)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Path(out)
+
+
+def exported_steps(folder: Path) -> dict[int, Path]:
+    ckpts = Path(folder) / "checkpoints"
+    found = {int(m.group(1)): p / MODEL_FILE for p in (ckpts.iterdir() if ckpts.is_dir() else [])
+             if (m := STEP_DIR.match(p.name)) and (p / MODEL_FILE).is_file()}
+    if not found:
+        raise RunError(f"{folder}: no checkpoints/step{{S}}/{MODEL_FILE}; not an exported assign-add folder")
+    return found
+
+
+def import_export(folder: Path, out: Path, force: bool = False) -> RunDir:
+    """The run directory of an exported folder: its config, split, curves and checkpoints (copied as they are)."""
+    folder = Path(folder)
+    meta_path = folder / "config.json"
+    if not meta_path.is_file():
+        raise RunError(f"{folder}: no config.json; not an exported assign-add folder")
+    try:
+        meta = json.loads(meta_path.read_text())
+        cfg = config_mod.validate(config_mod.from_dict(config_mod.RunConfig, meta["assign_add_config"]))
+    except (json.JSONDecodeError, KeyError, TypeError):
+        raise RunError(f"{meta_path}: not an assign-add config.json (no assign_add_config)") from None
+    steps = exported_steps(folder)
+    if force:
+        check_replaceable(out)
+
+    def populate(staged: RunDir) -> None:
+        exported = (folder / "data" / "partitions.json").read_text()
+        if json.loads(exported) != json.loads(staged.partitions_path.read_text()):
+            raise RunError(f"{folder}: data/partitions.json is not the split its config gives; refusing to import")
+        for s, path in sorted(steps.items()):
+            shutil.copyfile(path, staged.checkpoint_path(s))
+        if (folder / "metrics.jsonl").is_file():
+            shutil.copyfile(folder / "metrics.jsonl", staged.metrics_path)
+
+    status = {"state": "complete", "step": max(steps), "source": f"export-import of {folder}"}
+    run, lock = create_run_dir(out, cfg, status, populate=populate, replace=force)
+    lock.release()
+    return run
