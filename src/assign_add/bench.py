@@ -156,3 +156,83 @@ def bench_eval(cfg: RunConfig, repeats: int = 3) -> tuple[float, int]:
 
 def projected_seconds(steps: int, step_ms: float, eval_s: float, eval_every: int) -> float:
     return steps * step_ms / 1e3 + (steps // eval_every + 1) * eval_s
+
+
+@dataclass
+class StepProfile:
+    """Where one fp32 training step of the engine goes, and the evaluation's share of a full run."""
+
+    data_ms: float
+    forward_ms: float
+    backward_ms: float
+    optimizer_ms: float
+    eval_s: float  # one evaluation of the live sets
+    eval_every: int
+    matmul_flops: float  # per step (forward + backward), counted by torch.utils.flop_counter
+
+    @property
+    def step_ms(self) -> float:
+        return self.data_ms + self.forward_ms + self.backward_ms + self.optimizer_ms
+
+    @property
+    def eval_share(self) -> float:
+        """Share of a full run's time spent evaluating (every ``eval_every`` steps)."""
+        per_step = self.eval_s * 1e3 / self.eval_every
+        return per_step / (self.step_ms + per_step)
+
+    @property
+    def gflops(self) -> float:
+        """Achieved matmul GFLOP/s over the whole step (data and optimiser included)."""
+        return self.matmul_flops / (self.step_ms / 1e3) / 1e9
+
+
+def profile_step(cfg: RunConfig, steps: int = 50) -> StepProfile:
+    """Time data, forward, backward and AdamW separately over ``steps`` fp32 steps on ``train.device``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    device = resolve_device(cfg.train.device)
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed).to(device)
+    opt = make_optimizer(model, cfg)
+    sampler = Sampler(cfg.task, cfg.train.seed)
+    parts = torch.zeros(4, dtype=torch.float64)
+    for i in range(steps + 3):
+        t0 = time.perf_counter()
+        b = sampler.batch(i, cfg.train.batch_size)
+        tokens, answers = torch.as_tensor(b.tokens, device=device), torch.as_tensor(b.answers, device=device)
+        _sync(device)
+        t1 = time.perf_counter()
+        loss = answer_loss(fast_answer_logits(model, tokens), answers)
+        _sync(device)
+        t2 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        _sync(device)
+        t3 = time.perf_counter()
+        opt.step()
+        _sync(device)
+        t4 = time.perf_counter()
+        if i >= 3:
+            parts += torch.tensor([t1 - t0, t2 - t1, t3 - t2, t4 - t3], dtype=torch.float64)
+    ms = (parts * 1e3 / steps).tolist()
+    with FlopCounterMode(display=False) as counter:
+        answer_loss(fast_answer_logits(model, tokens), answers).backward()
+    eval_s, _ = bench_eval(cfg, repeats=1)
+    return StepProfile(*ms, eval_s, cfg.train.eval_every, float(counter.get_total_flops()))
+
+
+def bench_paths(cfg: RunConfig, steps: int = 50, compiled: bool = True) -> list[StepBench]:
+    """The engine's two exact forwards on the paper's shape: the two-layer row basis and the general path,
+    eager and (``compiled``) under torch.compile; same weights, same batches, fp32."""
+    from assign_add.model import fast
+
+    out = []
+    for label, fn in (("two-layer rows", fast._two_layer_rows), ("general path", fast._general)):
+        model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
+        out.append(bench_step(label, model, lambda tok, m=model, f=fn: f(m, tok), cfg, steps))
+        if compiled:
+            model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
+            forward = torch.compile(fn)
+            forward(model, torch.as_tensor(Sampler(cfg.task, 0).batch(0, cfg.train.batch_size).tokens)).sum().backward()
+            out.append(bench_step(f"{label} + torch.compile", model, lambda tok, m=model, f=forward: f(m, tok), cfg,
+                                  steps))
+    return out

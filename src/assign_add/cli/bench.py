@@ -25,7 +25,7 @@ from assign_add.config import ConfigError, RunConfig
 def bench_cmd(
     overrides: Optional[list[str]] = OverridesArg,
     what: str = typer.Option("data,train,eval", "--what",
-                             help="comma-separated: data, train, eval, compile, explore (needs --run)"),
+                             help="comma-separated: data, train, eval, compile, profile, paths, explore (needs --run)"),
     steps: int = typer.Option(50, "--steps", help="timed training steps per implementation"),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="run directory for --what explore"),
     preset: str = PresetOpt,
@@ -40,7 +40,7 @@ def bench_cmd(
     if steps < 1:
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     parts = {w.strip() for w in what.split(",")}
-    unknown = parts - {"data", "train", "eval", "compile", "explore"}
+    unknown = parts - {"data", "train", "eval", "compile", "profile", "paths", "explore"}
     if unknown:
         raise ConfigError("--what", f"unknown benchmark {', '.join(sorted(unknown))}")
     if "explore" in parts and run_dir is None:
@@ -57,6 +57,10 @@ def bench_cmd(
         console.print(f"engine: {eager.seq_per_s:,.0f} sequences/s; with torch.compile (train.compile=true): "
                       f"{compiled.seq_per_s:,.0f} sequences/s, {compiled.seq_per_s / eager.seq_per_s:.2f}x "
                       f"after {warmup:.0f} s compiling", highlight=False)
+    if "profile" in parts:
+        _print_profile(bench, cfg, steps)
+    if "paths" in parts:
+        _print_paths(bench, cfg, steps)
     if "explore" in parts:
         from assign_add.explore.load import measure_rate
         from assign_add.run import open_run
@@ -103,3 +107,44 @@ def _print_train_bench(bench, cfg: RunConfig, steps: int) -> float:
     return f32.ms_per_step
 
 
+
+
+PATH_GAIN_TO_KEEP = 1.3  # issue 22: a second exact forward stays only for a measured gain of at least this
+
+
+def _print_profile(bench, cfg: RunConfig, steps: int) -> None:
+    """One fp32 engine step broken down, the evaluation's share of a run, and the distance to the matmul peak."""
+    import torch
+
+    p = bench.profile_step(cfg, steps)
+    table = Table("part of one training step (engine, fp32)", "ms", "share")
+    for name, ms in (("data (sampling a batch)", p.data_ms), ("forward", p.forward_ms), ("backward", p.backward_ms),
+                     ("optimiser (AdamW)", p.optimizer_ms)):
+        table.add_row(name, f"{ms:.2f}", f"{ms / p.step_ms:.0%}")
+    table.add_row("step", f"{p.step_ms:.2f}", "100%")
+    console.print(table)
+    console.print(f"evaluation: {p.eval_s:.2f} s every {p.eval_every} steps = {p.eval_share:.0%} of a full run's time",
+                  highlight=False)
+    device = bench.resolve_device(cfg.train.device)
+    peaks = {name: bench.matmul_peak_gflops(device, dtype) for name, dtype in
+             (("fp32", torch.float32), ("bf16", torch.bfloat16))}
+    console.print(f"engine: {p.matmul_flops / 1e6:.1f} MFLOP of matmuls per step (forward + backward) at "
+                  f"{p.gflops:.1f} GFLOP/s over the whole step = {p.gflops / peaks['fp32']:.0%} of this machine's "
+                  f"fp32 matmul peak ({peaks['fp32']:,.0f} GFLOP/s; bf16 {peaks['bf16']:,.0f})", highlight=False)
+
+
+def _print_paths(bench, cfg: RunConfig, steps: int) -> None:
+    """The engine's two exact forwards side by side, and whether the special one earns its place."""
+    rows = bench.bench_paths(cfg, steps)
+    table = Table("forward (fp32, paper shape)", "sequences/s", "ms/step")
+    for b in rows:
+        table.add_row(b.name, f"{b.seq_per_s:,.0f}", f"{b.ms_per_step:.1f}")
+    console.print(table)
+    by = {b.name: b.seq_per_s for b in rows}
+    for suffix in ("", " + torch.compile"):
+        rows_rate, general = by.get(f"two-layer rows{suffix} (fp32)"), by.get(f"general path{suffix} (fp32)")
+        if rows_rate and general:
+            gain = rows_rate / general
+            verdict = "keeps its place" if gain >= PATH_GAIN_TO_KEEP else "does not earn its place"
+            console.print(f"two-layer rows / general{suffix or ' (eager)'}: {gain:.2f}x; the rows path {verdict} "
+                          f"(rule: >= {PATH_GAIN_TO_KEEP}x)", highlight=False)

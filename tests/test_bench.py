@@ -1,0 +1,29 @@
+"""The benchmark's arithmetic on hand-made timings, and its profile and paths end to end (no speed asserted)."""
+
+from __future__ import annotations
+
+import pytest
+
+from assign_add import bench
+from conftest import small_paper_cfg
+
+
+def test_step_profile_shares_on_hand_made_timings():
+    p = bench.StepProfile(data_ms=1.0, forward_ms=2.0, backward_ms=3.0, optimizer_ms=4.0, eval_s=0.5, eval_every=100,
+                          matmul_flops=1e9)
+    assert p.step_ms == 10.0
+    assert p.eval_share == pytest.approx(5 / 15)  # 0.5 s per 100 steps = 5 ms per step beside 10 ms of training
+    assert p.gflops == pytest.approx(100.0)  # 1 GFLOP in 10 ms
+
+
+def test_profile_counts_the_same_matmul_work_every_time():
+    cfg = small_paper_cfg("train.batch_size=32")
+    a, b = bench.profile_step(cfg, steps=2), bench.profile_step(cfg, steps=2)
+    assert a.matmul_flops == b.matmul_flops > 0
+    assert min(a.data_ms, a.forward_ms, a.backward_ms, a.optimizer_ms) > 0 and 0 < a.eval_share < 1
+
+
+def test_both_forward_paths_are_timed_on_the_same_work():
+    rows = bench.bench_paths(small_paper_cfg("train.batch_size=32"), steps=2, compiled=False)
+    assert [r.name for r in rows] == ["two-layer rows (fp32)", "general path (fp32)"]
+    assert all(r.seq_per_s > 0 for r in rows)
