@@ -156,3 +156,29 @@ def _print_acc_table(rows: dict[int, dict[str, float]], per_table: int = 8) -> N
         console.print(table)
 
 
+
+
+def _command_line(name: str) -> str:
+    """The command as typed (``assign-add NAME args…``), for the summary files an experiment writes."""
+    import shlex
+    import sys
+
+    return f"assign-add {name} " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+
+
+def _count_progress(enabled: bool, noun: str):
+    """A poll callback for experiments: prints "k/n NOUN done" on stderr whenever k changes."""
+    shown = [-1]
+
+    def show(rows, total) -> None:
+        if enabled and len(rows) != shown[0]:
+            shown[0] = len(rows)
+            err_console.print(f"{len(rows)}/{total} {noun} done", highlight=False)
+
+    return show
+
+
+def _print_imported(run, out) -> None:
+    steps = run.checkpoint_steps()
+    console.print(f"[green]imported[/] {len(steps)} checkpoints (steps {steps[0]}..{steps[-1]}) into {out}",
+                  highlight=False)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Optional
 
@@ -11,6 +10,8 @@ from rich.table import Table
 
 from assign_add.cli.common import (
     OverridesArg,
+    _command_line,
+    _count_progress,
     _parse_ints,
     _TrainProgress,
     app,
@@ -112,7 +113,6 @@ def branches_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
 ) -> None:
     """Branch-and-replay: P(bound by --steps) per parent and branch step over fresh data orders."""
-    import shlex
 
     from assign_add.parallel import cpu_cores
     from assign_add.sweep.branches import plan, run_branches
@@ -122,16 +122,8 @@ def branches_cmd(
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {workers}")
     jobs = plan(parents, _parse_ints(at, "--at"), orders, out, steps, until_bound)
-    command = "assign-add branches " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-
-    shown = [-1]
-
-    def show(rows, total) -> None:
-        if progress and len(rows) != shown[0]:
-            shown[0] = len(rows)
-            err_console.print(f"{len(rows)}/{total} branches done", highlight=False)
-
-    summary = run_branches(jobs, out, steps, workers or cpu_cores(), command, poll=show)
+    summary = run_branches(jobs, out, steps, workers or cpu_cores(), _command_line("branches"),
+                           poll=_count_progress(progress, "branches"))
     table = Table("parent", "branch step", "bound by " + f"{steps:,}", "P(bound)", "95 % CI", "open",
                   "median binding step")
     for row in summary["table"]:
@@ -155,7 +147,6 @@ def survival_cmd(
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
 ) -> None:
     """Time to binding over seeds: survival curve, P(bound by 20k / 40k), and an early predictor."""
-    import shlex
 
     from assign_add.parallel import cpu_cores
     from assign_add.sweep.survival import plan, run_survival
@@ -163,15 +154,8 @@ def survival_cmd(
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {workers}")
     jobs = plan(_parse_ints(seeds, "--seeds"), out, steps, until_bound, overrides or [])
-    command = "assign-add survival " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    shown = [-1]
-
-    def show(rows, total) -> None:
-        if progress and len(rows) != shown[0]:
-            shown[0] = len(rows)
-            err_console.print(f"{len(rows)}/{total} seeds done", highlight=False)
-
-    summary = run_survival(jobs, out, steps, workers or cpu_cores(), command, poll=show)
+    summary = run_survival(jobs, out, steps, workers or cpu_cores(), _command_line("survival"),
+                           poll=_count_progress(progress, "seeds"))
     table = Table("horizon", "bound", "P(bound)", "95 % CI")
     for m, r in summary["bound_by"].items():
         table.add_row(f"{int(m):,}", f"{r['bound']} of {r['watched']}", "—" if r["p"] is None else f"{r['p']:.2f}",

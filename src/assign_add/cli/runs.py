@@ -16,6 +16,7 @@ from assign_add.cli.common import (
     PresetOpt,
     _parse_ints,
     _print_acc_table,
+    _print_imported,
     _resolve,
     _TrainProgress,
     app,
@@ -125,9 +126,7 @@ def import_paper_cmd(
     """Import the authors' TransformerLens 2.x checkpoints (.pth) as a run directory."""
     from assign_add.paper import import_paper
 
-    run = import_paper(paths, out, force=force, final_step=final_step)
-    steps = run.checkpoint_steps()
-    console.print(f"[green]imported[/] {len(steps)} checkpoints (steps {steps[0]}..{steps[-1]}) into {out}", highlight=False)
+    _print_imported(import_paper(paths, out, force=force, final_step=final_step), out)
 
 
 @app.command("export")
@@ -156,10 +155,7 @@ def import_export_cmd(
     """Read an exported folder back into a run directory (same checkpoints, byte for byte)."""
     from assign_add.export import import_export
 
-    run = import_export(folder, out, force=force)
-    steps = run.checkpoint_steps()
-    console.print(f"[green]imported[/] {len(steps)} checkpoints (steps {steps[0]}..{steps[-1]}) into {out}",
-                  highlight=False)
+    _print_imported(import_export(folder, out, force=force), out)
 
 
 @app.command("eval")
