@@ -186,7 +186,7 @@ def llc_cmd(
     chains: Optional[int] = typer.Option(None, "--chains", help="SGLD chains"),
     draws: Optional[int] = typer.Option(None, "--draws", help="SGLD steps kept per chain (after burn-in)"),
     calibrate_lrs: Optional[str] = typer.Option(None, "--calibrate-lrs", help="calibrate: step sizes to try, e.g. 1e-5,3e-5,1e-4"),
-    calibrate_locs: str = typer.Option("10,100", "--calibrate-localizations", help="calibrate: localisations to try"),
+    calibrate_locs: str = typer.Option("10,100,1000,10000", "--calibrate-localizations", help="calibrate: localisations to try"),
 ) -> None:
     """Local learning coefficient per checkpoint (devinterp SGLD), or a calibration grid with --calibrate-lrs."""
     from dataclasses import replace
