@@ -148,6 +148,7 @@ def released(released_run, tmp_path_factory):
     return RunDir(copy)
 
 
+@pytest.mark.slow
 def test_released_checkpoints_phases_and_mechanism(released):
     from assign_add.analysis.suite import analyze
 

@@ -120,6 +120,7 @@ def test_branch_table_counts_bound_by_the_horizon_and_leaves_open_branches_out()
     assert table[1]["bound"] == 1 and table[1]["watched"] == 1
 
 
+@pytest.mark.slow
 def test_branches_command_runs_resumes_and_reports(parent, tmp_path):
     from typer.testing import CliRunner
 

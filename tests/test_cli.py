@@ -64,8 +64,11 @@ def test_config_command_round_trips(tmp_path):
     res = invoke("config", "task.f=0.25")
     assert res.exit_code == 0 and "f = 0.25" in res.stdout
     (tmp_path / "c.toml").write_text(res.stdout)
-    res2 = invoke("data", "--config", str(tmp_path / "c.toml"), "--n", "1")
-    assert res2.exit_code == 0
+    from_file = invoke("data", "--config", str(tmp_path / "c.toml"), "--n", "20")
+    from_override = invoke("data", "task.f=0.25", "--n", "20")
+    default = invoke("data", "--n", "20")
+    assert from_file.exit_code == 0 and from_file.stdout == from_override.stdout, "the file is the override"
+    assert from_file.stdout != default.stdout, "and it changed what is sampled (f = 0.25 trains other pairs)"
 
 
 @pytest.fixture(scope="module")

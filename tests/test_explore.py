@@ -103,6 +103,7 @@ def server(released_run, tmp_path):
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+@pytest.mark.slow
 def test_page_across_the_binding_spike(released_run, server):
     from playwright.sync_api import sync_playwright
 

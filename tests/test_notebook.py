@@ -4,6 +4,7 @@ is kept in git without outputs."""
 from __future__ import annotations
 
 import nbformat
+import pytest
 
 from conftest import REPO
 
@@ -21,6 +22,7 @@ def _tree(root) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_notebook_executes_on_the_released_checkpoints_without_writing(monkeypatch, released_run):
     """On the session's imported released run (ASSIGN_ADD_RUN): every cell runs, and the run directory is
     byte for byte what it was (the notebook uses only the read-only API)."""

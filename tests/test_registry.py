@@ -60,6 +60,7 @@ def test_one_shared_forward_gives_the_standalone_measures(small_run):
                                                                   "shuffled_mean": rep.shuffled_mean}
 
 
+@pytest.mark.slow
 def test_reuse_is_decided_by_the_inputs(small_run, monkeypatch):
     first = analyze(small_run)
     assert first["inputs_key"] == inputs_key(small_run, list(registry.REGISTRY), small_run.checkpoint_steps())
@@ -116,6 +117,7 @@ def _tree(root) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow
 def test_measure_writes_nothing_and_equals_what_analyze_saves(tmp_path):
     """``measure`` is ``analyze`` without a byte written: same numbers, the run directory unchanged --
     also for a run without training metrics, whose accuracies analyze would cache in evals.jsonl."""

@@ -24,6 +24,7 @@ def quick(tmp_path_factory):
     return out, res
 
 
+@pytest.mark.slow
 def test_quick_reproduction_writes_both_reports(quick):
     out, res = quick
     html, md = res.html.read_text(), res.markdown.read_text()
@@ -56,6 +57,7 @@ def test_quick_reproduction_writes_both_reports(quick):
     assert saved == {d.name: (d / "analysis.json").stat().st_mtime_ns for d in (out / "runs").glob("seed-*")}
 
 
+@pytest.mark.slow
 def test_a_planted_failing_metric_flips_its_verdict(quick):
     out, res = quick
     md = res.markdown.read_text()
@@ -90,6 +92,7 @@ def test_aggregate_over_seeds():
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (.ci/run installs it)")
+@pytest.mark.slow
 def test_report_renders_in_headless_chromium(quick):
     from playwright.sync_api import sync_playwright
 

@@ -141,6 +141,7 @@ def _tiny_spec(steps: int = 30):
     return make_spec(None, "task.f", [0.5, 0.9], 2, steps, "0var_heldout", TINY)
 
 
+@pytest.mark.slow
 def test_tiny_local_sweep_and_resume(tmp_path):
     spec = _tiny_spec()
     seen: list[SweepProgress] = []

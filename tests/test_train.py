@@ -30,6 +30,7 @@ def test_checkpoint_schedule():
     assert checkpoint_schedule(150, every=100) == [0, 100, 150]
 
 
+@pytest.mark.slow
 def test_short_paper_run_learns_and_writes_a_complete_run(tmp_path):
     cfg = small_paper_cfg("train.steps=200", "train.eval_every=50")
     res = train(cfg, tmp_path / "run")
@@ -68,6 +69,7 @@ def test_same_seed_same_metrics_and_refusals(tmp_path):
     assert open_run(tmp_path / "a").config().task.f == 0.5
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path):
     overrides = ["train.steps=300", "train.batch_size=128", "train.eval_every=50", "train.state_every=50",
                  "train.checkpoint_every=100", "task.eval_pool_size=300"]

@@ -108,8 +108,8 @@ class RunWriter:
         self.final_sets = all_sets
         self.live_sets = live_sets(all_sets, cfg.train.eval_sets, run.root)
         # the evaluations during training through the compiled engine too (one shape: chunks of 4096)
-        self.evaluate_live = (Evaluator(self.live_sets, compiled_answer_logits()) if cfg.train.compile
-                              else lambda model: evaluate(model, self.live_sets))
+        self.evaluate_live = Evaluator(self.live_sets, compiled_answer_logits() if cfg.train.compile
+                                       else fast_answer_logits)
         self.schedule = set(checkpoint_schedule(cfg.train.steps, cfg.train.checkpoint_every))
         self.loss_sum, self.loss_count = 0.0, 0
         self.t0 = time.perf_counter() - elapsed_before
