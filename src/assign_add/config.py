@@ -278,7 +278,7 @@ def _validate_train(t: TrainConfig) -> None:
     _check_log_to(t.log_to)
     if t.threads < 0:
         raise ConfigError("train.threads", f"must be >= 0 (0: torch default), got {t.threads}")
-    if t.compile and t.device in ("auto", "cpu") and shutil.which("cc") is None and shutil.which("gcc") is None:
+    if t.compile and t.device in ("auto", "cpu") and not has_c_compiler():
         raise ConfigError("train.compile", "torch.compile on a CPU needs a C compiler (cc/gcc); set train.compile=false")
 
 
@@ -365,6 +365,11 @@ def _check_log_to(log_to: list[str]) -> None:
         module = LOG_SINKS[sink]
         if module and importlib.util.find_spec(module) is None:
             raise ConfigError("train.log_to", f"{sink} needs the {module} package: pip install 'assign-add[logs]'")
+
+
+def has_c_compiler() -> bool:
+    """torch.compile on a CPU needs a C compiler."""
+    return shutil.which("cc") is not None or shutil.which("gcc") is not None
 
 
 def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:

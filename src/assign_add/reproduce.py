@@ -17,7 +17,6 @@ interrupted ones resumed, and an analysis is recomputed only when the key of its
 
 from __future__ import annotations
 
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,7 +59,7 @@ class ReproduceResult:
 
 def can_compile() -> bool:
     """torch.compile on a CPU needs a C compiler."""
-    return shutil.which("cc") is not None or shutil.which("gcc") is not None
+    return config_mod.has_c_compiler()
 
 
 def run_config(seed: int, steps: int | None, quick: bool, overrides: list[str]) -> RunConfig:

@@ -143,15 +143,22 @@ class RunDir:
     def vocab(self) -> Vocab:
         return Vocab.from_task(self.config().task)
 
+    def check_step(self, step: int, steps: list[int] | None = None) -> int:
+        """``step`` if the run has a checkpoint there (``steps``: its checkpoint steps, if known), else a
+        one-line error naming the nearest one."""
+        steps = self.checkpoint_steps() if steps is None else steps
+        if step not in steps:
+            near = min(steps, key=lambda s: abs(s - step))
+            raise RunError(f"{self.root} has no checkpoint at step {step} (nearest: {near})")
+        return step
+
     def load_model(self, step: int | None = None, device: str = "cpu") -> AssignAddTransformer:
         steps = self.checkpoint_steps()
         if not steps:
             raise RunError(f"{self.root} has no checkpoints")
         if step is None:
             step = steps[-1]
-        if step not in steps:
-            near = min(steps, key=lambda s: abs(s - step))
-            raise RunError(f"{self.root} has no checkpoint at step {step} (nearest: {near})")
+        self.check_step(step, steps)
         cfg = self.config()
         model = AssignAddTransformer(HookedConfig.build(cfg.model, cfg.task), Vocab.from_task(cfg.task))
         model.load_state_dict(read_checkpoint(self.checkpoint_path(step)))

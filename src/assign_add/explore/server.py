@@ -198,10 +198,7 @@ class Explorer:
             return self._curves[1]
 
     def check_step(self, step: int, steps: list[int]) -> int:
-        if step not in steps:
-            near = min(steps, key=lambda s: abs(s - step))
-            raise RunError(f"{self.run.root} has no checkpoint at step {step} (nearest: {near})")
-        return step
+        return self.run.check_step(step, steps)
 
     def view(self, text: str, step: int) -> dict:
         """The prompt at ``step``; at the final checkpoint of a finished run also its Fourier view (while

@@ -18,7 +18,6 @@ from dataclasses import asdict, dataclass, field, fields
 from assign_add import config as config_mod
 from assign_add.config import ConfigError, RunConfig, preset
 
-CHANCE = 1 / 59  # a uniform guess over the 59 answers
 LEVEL = 0.9  # the threshold is where the score reaches this accuracy
 
 
@@ -119,7 +118,7 @@ def make_spec(preset_name: str | None, param: str | None, values: list[float] | 
         param, values = param or p.param, values or p.values
         score = score or p.score
         steps = p.steps if steps is None else steps
-        paper, chance = p.paper_threshold, CHANCE
+        paper, chance = p.paper_threshold, -1.0  # -1: a uniform guess, 1 / modulus of the points' task (below)
         protocol = p.protocol if (param, list(values), score, steps) == (p.param, p.values, p.score, p.steps) else \
             f"{preset_name} preset modified ({param}, {len(values)} values, {steps:,} steps, score {score})"
         overrides = [*p.overrides, *overrides]  # the user's overrides come last and win
@@ -138,6 +137,8 @@ def make_spec(preset_name: str | None, param: str | None, values: list[float] | 
                      protocol=protocol or f"{param} over {len(values)} values, {steps:,} steps")
     for v in spec.values:  # validate every point's config before running anything
         _check_point(spec, v)
+    if spec.chance < 0:
+        spec.chance = 1 / spec.point_config(spec.values[0], spec.seeds[0]).task.modulus
     return spec
 
 
