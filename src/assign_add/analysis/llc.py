@@ -154,7 +154,7 @@ def llc_batch(run) -> Batch:
 def llc_over_steps(run, steps: list[int], settings: LLCSettings = DEFAULTS, progress=None) -> dict:
     """The LLC at each checkpoint in ``steps`` (same sequences, same settings), beside the run's phases."""
     from assign_add.analysis.dynamics import curves_from_records, detect_phases
-    from assign_add.analysis.suite import accuracy_records
+    from assign_add.train.checkpoint_eval import accuracy_records
 
     batch = llc_batch(run)
     rows = []

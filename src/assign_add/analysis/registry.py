@@ -34,7 +34,7 @@ from assign_add.analysis.positions import constant_form
 from assign_add.config import RunConfig
 from assign_add.model.hooked import AssignAddTransformer
 from assign_add.run import RunDir
-from assign_add.task.evalsets import load_eval_sets, save_eval_sets
+from assign_add.task.evalsets import live, load_eval_sets, save_eval_sets
 from assign_add.task.generator import Batch, Sampler
 from assign_add.task.vocab import Vocab
 from assign_add.train.checkpoint_eval import evaluate_checkpoints
@@ -58,7 +58,7 @@ def probe_batch(sets: dict[str, Batch], n: int = PROBE_SEQUENCES) -> Batch:
 
 def pools(sets: dict[str, Batch]) -> dict[str, Batch]:
     """The curated pools (the exhaustive 2-var union is evaluated only at the final step)."""
-    return {k: v for k, v in sets.items() if k != "2var_union"}
+    return live(sets)
 
 
 def sampled_inputs(run: RunDir, cfg: RunConfig, vocab: Vocab, write: bool = True) -> dict[str, Batch]:

@@ -19,29 +19,19 @@ import numpy as np
 
 import assign_add
 from assign_add.analysis import dynamics, spike
-from assign_add.analysis.registry import INPUTS_FILE, REGISTRY, Context, checkpoint_view, pools, probe_batch
+from assign_add.analysis.registry import INPUTS_FILE, REGISTRY, Context, checkpoint_view, probe_batch
 from assign_add.config import ConfigError
 from assign_add.io import atomic_write_json
 from assign_add.lock import run_lock
 from assign_add.run import RunDir, RunError, open_run
 from assign_add.task.vocab import Vocab
-from assign_add.train.checkpoint_eval import evaluate_checkpoints
+from assign_add.train.checkpoint_eval import accuracy_records, evaluate_checkpoints  # noqa: F401 (re-exported)
 
 ANALYSES = tuple(REGISTRY)
 
 Progress = Callable[[str, int, int], None]
 
 __all__ = ["ANALYSES", "analyze", "measure", "inputs_key", "is_current", "load_analysis", "probe_batch"]
-
-
-def accuracy_records(run: RunDir, steps: list[int], write: bool = True) -> tuple[list[dict], str]:
-    """Per-step accuracies: training metrics when present, else computed from checkpoints (cached in
-    ``evals.jsonl`` only with ``write``)."""
-    metrics = run.metrics()
-    if metrics:
-        return metrics, "metrics.jsonl"
-    names = list(pools(run.eval_sets()))
-    return evaluate_checkpoints(run, steps, names, lock=False, write=write), "checkpoints"
 
 
 @functools.cache

@@ -185,16 +185,13 @@ class Explorer:
             steps = self.steps
             source = self._curves_source(steps)
             if self._curves is None or self._curves[0] != source:
-                records = self.run.metrics() if source[0] == "metrics" else []
-                if not records:
-                    from assign_add.train.checkpoint_eval import evaluate_checkpoints
+                from assign_add.train.checkpoint_eval import accuracy_records
 
-                    names = [n for n in CURVE_SETS if n in self.eval_sets]
-                    records = evaluate_checkpoints(self.run, steps, names, write=False)
+                records, _ = accuracy_records(self.run, steps, write=False,
+                                              sets=[n for n in CURVE_SETS if n in self.eval_sets])
                 c = dynamics.curves_from_records(records)
-                phases = dynamics.detect_phases(c)
                 self._curves = (source, {"steps": c.steps, "acc": {k: v for k, v in c.acc.items() if k in CURVE_SETS},
-                                         "phases": {k: getattr(phases, k) for k in ("addition", "binding", "refinement")}})
+                                         "phases": dynamics.phase_marks(records)})
             return self._curves[1]
 
     def check_step(self, step: int, steps: list[int]) -> int:

@@ -41,6 +41,12 @@ from assign_add.task.partitions import Partitions
 from assign_add.task.vocab import Vocab
 
 EXHAUSTIVE_SETS = ("0var_heldout_all", "2var_union")
+FINAL_ONLY = ("2var_union",)  # too large to evaluate at every checkpoint: the last step only
+
+
+def live(sets: dict[str, Batch]) -> dict[str, Batch]:
+    """The sets evaluated during training and at every checkpoint: every set but the final-only ones."""
+    return {k: v for k, v in sets.items() if k not in FINAL_ONLY}
 FORBIDDEN_SETS = ("1var_forbidden", "2var_forbidden1", "2var_forbidden2")
 EMPTY = np.zeros(0, dtype=np.int64)
 EMPTY2 = np.zeros((0, 2), dtype=np.int64)

@@ -11,6 +11,7 @@ import contextlib
 from assign_add.io import append_jsonl, read_jsonl
 from assign_add.lock import run_lock
 from assign_add.run import RunDir, RunError
+from assign_add.task.evalsets import live
 from assign_add.train.evaluate import evaluate
 
 
@@ -50,3 +51,15 @@ def evaluate_checkpoints(run: RunDir, steps: list[int] | None = None, sets: list
         rec = cache[step]
         out.append({"step": step, "acc": {n: rec["acc"][n] for n in names}, "loss": {n: rec["loss"][n] for n in names}})
     return out
+
+
+def accuracy_records(run: RunDir, steps: list[int], write: bool = True, sets: list[str] | None = None
+                     ) -> tuple[list[dict], str]:
+    """(per-step records, their source): the training metrics when the run has them, else the
+    checkpoints in ``steps`` evaluated on ``sets`` (default: every live set), cached in ``evals.jsonl``
+    only with ``write``.  The one place that decides where a run's curves come from."""
+    metrics = run.metrics()
+    if metrics:
+        return metrics, "metrics.jsonl"
+    names = list(live(run.eval_sets())) if sets is None else sets
+    return evaluate_checkpoints(run, steps, names, lock=False, write=write), "checkpoints"

@@ -31,6 +31,7 @@ from assign_add.model.fast import (
 )
 from assign_add.model.hooked import AssignAddTransformer
 from assign_add.run import RunDir, RunError, save_checkpoint
+from assign_add.task.evalsets import live
 from assign_add.task.generator import Sampler
 from assign_add.train.evaluate import Evaluator, evaluate
 from assign_add.train.loggers import PhaseMarks, open_sinks
@@ -87,7 +88,7 @@ def _norms(model: torch.nn.Module) -> tuple[dict, dict]:
 def live_sets(all_sets: dict, names: list[str], root: Path) -> dict:
     """The sets evaluated during training: ``names``, or every set but the 2-var union."""
     if not names:
-        return {k: v for k, v in all_sets.items() if k != "2var_union"}
+        return live(all_sets)
     unknown = [n for n in names if n not in all_sets]
     if unknown:
         raise RunError(f"{root}: train.eval_sets names unknown set(s) {', '.join(unknown)} "
