@@ -23,6 +23,7 @@ from assign_add.analysis import (
     causal,
     criteria,
     dynamics,
+    figures,
     fourier,
     gradients,
     probes,
@@ -252,16 +253,17 @@ class Analysis:
     name: str
     each: Callable[[CheckpointView, Context], dict] | None = None
     finish: Callable[[Context, dict], None] | None = None
+    charts: figures.ChartsFn | None = None  # its figures, from the saved analysis.json
 
 
 REGISTRY: dict[str, Analysis] = {a.name: a for a in (
-    Analysis("dynamics", finish=_dynamics_finish),
-    Analysis("trajectory", finish=_trajectory_finish),
-    Analysis("attention", _attention_each, _attention_finish),
-    Analysis("weights", _weights_each, _weights_finish),
-    Analysis("probes", _probes_each),
-    Analysis("representation", _representation_each, _representation_finish),
-    Analysis("fourier", finish=_fourier_finish),
-    Analysis("gradients", finish=_gradients_finish),
-    Analysis("causal", finish=_causal_finish),
+    Analysis("dynamics", finish=_dynamics_finish, charts=figures.dynamics_charts),
+    Analysis("trajectory", finish=_trajectory_finish, charts=figures.trajectory_section_charts),
+    Analysis("attention", _attention_each, _attention_finish, figures.attention_charts),
+    Analysis("weights", _weights_each, _weights_finish, figures.weights_charts),
+    Analysis("probes", _probes_each, charts=figures.probes_charts),
+    Analysis("representation", _representation_each, _representation_finish, figures.representation_charts),
+    Analysis("fourier", finish=_fourier_finish, charts=figures.fourier_charts),
+    Analysis("gradients", finish=_gradients_finish, charts=figures.gradients_charts),
+    Analysis("causal", finish=_causal_finish, charts=figures.causal_charts),
 )}
