@@ -23,6 +23,7 @@ from assign_add.analysis.spike import C2_ROUTING as SPIKE_ROUTING
 from assign_add.report.cuts import CLAIM_CUTS, CUTS, MOVE, Cut
 from assign_add.report.cuts import VALUES as CUT_VALUES
 from assign_add.report.sweep_claims import sweep_claim
+from assign_add.sweep.spec import LEVEL as SWEEP_LEVEL
 from assign_add.report.verdicts import (  # noqa: F401 (the vocabulary is re-exported for callers of claims)
     AGGREGATE_RULE,
     FAILS,
@@ -104,12 +105,13 @@ CLAIMS = [
           f"final accuracy on the exhaustive 0-var held-out set ≥ {C5_HELDOUT_FINAL:.0%}",
           figures=("accuracy",)),
     Claim("C6", "Generalising to unseen pairs needs f ≈ 0.25 of all pairs in training", "threshold f ≈ 0.25",
-          "f sweep: the smallest f from which the monotone fit of 0-var held-out accuracy stays ≥ 90 %; its bootstrap "
+          f"f sweep: the smallest f from which the monotone fit of 0-var held-out accuracy stays ≥ {SWEEP_LEVEL:.0%}; "
+          "its bootstrap "
           f"interval widened by ±{C6_C7_TOLERANCE:g} contains 0.25; the convergence flag beside it",
           figures=()),
     Claim("C7", "Generalising on 2-var sequences needs r ≈ 0.2 of 2-var data", "threshold r ≈ 0.2",
           "r sweep: the smallest r (the kept fraction of 2-var rows, as the paper's 'r ≈ 0.2') from which the monotone "
-          f"fit of 2-var union accuracy stays ≥ 90 %; its bootstrap interval widened by ±{C6_C7_TOLERANCE:g} contains "
+          f"fit of 2-var union accuracy stays ≥ {SWEEP_LEVEL:.0%}; its bootstrap interval widened by ±{C6_C7_TOLERANCE:g} contains "
           "0.2; the convergence flag beside it",
           figures=()),
     Claim("C8", "Residuals before the layer-2 MLP are nearly identical for variable and constant forms",

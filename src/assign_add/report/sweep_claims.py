@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from assign_add.sweep.spec import LEVEL
 from assign_add.report.verdicts import FAILS, HOLDS, NOT_CONVERGED, NOT_MEASURED, ClaimResult
 
 
@@ -32,7 +33,7 @@ def sweep_claim(cid: str, a: dict, key: str, paper: float, tolerance: float) -> 
     unbound = [f"{r['value']:.3g} (seed {', '.join(map(str, r['unbound_seeds']))})" for r in sweep.get("rows", [])
                if r.get("unbound_seeds")]
     detail = (f"threshold {fmt(thr['estimate'])} [{fmt(thr['low'])}, {fmt(thr['high'])}] (smallest value from which "
-              f"the monotone fit stays ≥ 90 %; {thr['method']})"
+              f"the monotone fit stays ≥ {LEVEL:.0%}; {thr['method']})"
               + (f", i.e. a 2-var share of {share:.3f} of training rows" if share is not None else "")
               + f"; logistic with free asymptotes {fmt(thr['logistic'])}"
               + (f"; thresholds by level: {levels}" if levels else "")
@@ -45,7 +46,7 @@ def sweep_claim(cid: str, a: dict, key: str, paper: float, tolerance: float) -> 
         flag = (f"{NOT_CONVERGED} at {steps:,} steps: {spec['param']} = {vals} still rose by more than "
                 f"{conv['margin']} over the last third")
     if thr["estimate"] is None:
-        return ClaimResult(cid, None, detail, FAILS, "; ".join(x for x in ("the monotone fit never reaches 90 %", flag)
+        return ClaimResult(cid, None, detail, FAILS, "; ".join(x for x in (f"the monotone fit never reaches {LEVEL:.0%}", flag)
                                                                if x))
     lo = thr["low"] if thr["low"] is not None else thr["estimate"]
     hi = thr["high"] if thr["high"] is not None else thr["estimate"]
