@@ -169,7 +169,9 @@ def test_cache_until_gives_run_with_cache_activations_and_computes_nothing_after
     _, full = model.run_with_cache(tokens)
     names = {"blocks.0.attn.hook_pattern", "blocks.0.hook_resid_post", "blocks.1.attn.hook_pattern"}
     got = model.cache_until(tokens, names, stop_at="blocks.1.hook_resid_mid")
-    assert set(got) == names | {"blocks.1.hook_resid_mid"}
+    assert type(got) is type(full), "an ActivationCache, as run_with_cache gives"
+    assert set(got.keys()) == names | {"blocks.1.hook_resid_mid"}
+    assert torch.equal(got["pattern", 0], full["pattern", 0]), "TransformerLens's (name, layer) keys work"
     for name, value in got.items():
         assert torch.equal(value, full[name]), name
     reached: list[str] = []

@@ -34,6 +34,7 @@ from assign_add.analysis import (
 from assign_add.analysis.positions import constant_form
 from assign_add.config import RunConfig
 from assign_add.model.hooked import AssignAddTransformer
+from transformer_lens import ActivationCache
 from assign_add.run import RunDir
 from assign_add.task.evalsets import live, load_eval_sets, save_eval_sets
 from assign_add.task.generator import Batch, Sampler
@@ -111,7 +112,7 @@ class CheckpointView:
 
     step: int
     model: AssignAddTransformer
-    cache: dict[str, torch.Tensor]
+    cache: ActivationCache  # from cache_until: the probe batch up to the last layer's resid_mid
     const_resid: np.ndarray  # [B, d_model] final position before the last MLP, constant form
 
     @property

@@ -245,10 +245,11 @@ class AssignAddTransformer(HookedRootModule):
         return logits, ActivationCache(dict(cache), self, has_batch_dim=has_batch)
 
     @torch.no_grad()
-    def cache_until(self, tokens: torch.Tensor, names: set[str], stop_at: str) -> dict[str, torch.Tensor]:
+    def cache_until(self, tokens: torch.Tensor, names: set[str], stop_at: str) -> ActivationCache:
         """The activations ``names`` (and ``stop_at``), running the forward pass only as far as the hook
         ``stop_at``: nothing after it is computed (e.g. stop at the last ``hook_resid_mid`` to skip the
-        last MLP, at every position, and the unembedding).  A cut-short ``run_with_cache``."""
+        last MLP, at every position, and the unembedding).  A cut-short ``run_with_cache``: the same
+        ``ActivationCache``, holding only what was asked for."""
         if stop_at not in self.hook_dict:
             raise KeyError(f"no hook point {stop_at!r}")
         cache: dict[str, torch.Tensor] = {}
@@ -265,7 +266,7 @@ class AssignAddTransformer(HookedRootModule):
             self.run_with_hooks(tokens, fwd_hooks=hooks)  # the hooks are removed however it ends
         except _StopForward:
             pass
-        return cache
+        return ActivationCache(cache, self)
 
     def _as_tokens(self, tokens: torch.Tensor | str | list[str]) -> torch.Tensor:
         if isinstance(tokens, (str, list)) and (isinstance(tokens, str) or isinstance(tokens[0], str)):
