@@ -71,75 +71,9 @@ class Claim:
     paper_value: str
     criterion: str
     figures: tuple[str, ...] = ()  # the figures of a run (analysis/figures.py names) that show it
+    measure: Callable[[dict, Mapping[str, float]], "ClaimResult"] | None = None  # analysis.json -> its result
 
 
-CLAIMS = [
-    Claim("B", "The binding circuit forms (the paper's model learns variable binding)",
-          "bound at step 5,401 of 40,000 (one run)",
-          f"bound at the first step with {AC.BINDING_SET} ≥ {AC.BINDING_ACC:.0%}; a run that never reaches it is "
-          "censored at its last step ('not bound by T'); over seeds: k of n bound by T and the Kaplan–Meier median "
-          "binding step (phase-timing section)",
-          figures=("accuracy",)),
-    Claim("C1", "Modular addition is learned first: 0-var accuracy is near perfect before binding",
-          "phase 1 (0-var ≈ 100 % long before step 5,300)",
-          f"addition step < binding step and 0-var held-out ≥ {C1_ZERO_VAR_HELDOUT_BEFORE_BINDING:.0%} at the "
-          "evaluation before binding",
-          figures=("accuracy",)),
-    Claim("C2", "A sharp spike for variable sequences coincides with layer-1 attention starting to route constants "
-          "to their variables", "1-var held-out 59 % → 96 % between steps 5,301 and 5,401",
-          f"three parts, all needed: (1) the largest 1-var held-out rise between two evaluations ≥ {C2_MIN_RISE:.0%}; "
-          "(2) the routing circuit appears at the spike: = → left, = → right (layer 1) and layer-2 routing accuracy "
-          "each change fastest per step (from the addition step on) in the binding interval or one next to it; "
-          "(3) the layer-1 previous-token attention (value → its variable) does too",
-          figures=("spike", "attention", "pattern_layer1", "pattern_layer2")),
-    Claim("C3", "A later refinement phase fixes variables in forbidden positions",
-          "steps 14,500–16,000 (`b` as right operand 5 % → 99 %)",
-          f"at least one restricted (variable, side) curve, e.g. `b` as right operand, is ≤ "
-          f"{C3_FORBIDDEN_AT_BINDING:.0%} at every evaluation from the binding step to "
-          f"{CUT_VALUES['C3_PLATEAU_STEPS']:,.0f} steps after it (a plateau) and reaches {AC.REFINEMENT_ACC:.0%} later",
-          figures=("refinement",)),
-    Claim("C4", "Position generalisation: trained on `14+b`, correct on `b+14`", "≈ 100 % on forbidden positions",
-          f"final accuracy ≥ {C4_FORBIDDEN_FINAL:.0%} on every forbidden-position set",
-          figures=("refinement",)),
-    Claim("C5", "OOD generalisation to addition pairs never seen in any form", "99.4 % on the 1,045 held-out pairs",
-          f"final accuracy on the exhaustive 0-var held-out set ≥ {C5_HELDOUT_FINAL:.0%}",
-          figures=("accuracy",)),
-    Claim("C6", "Generalising to unseen pairs needs f ≈ 0.25 of all pairs in training", "threshold f ≈ 0.25",
-          f"f sweep: the smallest f from which the monotone fit of 0-var held-out accuracy stays ≥ {SWEEP_LEVEL:.0%}; "
-          "its bootstrap "
-          f"interval widened by ±{C6_C7_TOLERANCE:g} contains 0.25; the convergence flag beside it",
-          figures=()),
-    Claim("C7", "Generalising on 2-var sequences needs r ≈ 0.2 of 2-var data", "threshold r ≈ 0.2",
-          "r sweep: the smallest r (the kept fraction of 2-var rows, as the paper's 'r ≈ 0.2') from which the monotone "
-          f"fit of 2-var union accuracy stays ≥ {SWEEP_LEVEL:.0%}; its bootstrap interval widened by ±{C6_C7_TOLERANCE:g} contains "
-          "0.2; the convergence flag beside it",
-          figures=()),
-    Claim("C8", "Residuals before the layer-2 MLP are nearly identical for variable and constant forms",
-          "cosine ≈ 1",
-          f"raw matched cosine ≥ {C8_MATCHED} on training and on held-out pairs; centred matched cosine at least "
-          f"{C8_GAP} above both nulls (shuffled pairs; same prefix, other sum) on both; and the 1-/2-var MLP₂ "
-          f"pre-activation grids correlate ≥ {C8_GRID_CORR} with the 0-var grid",
-          figures=("cosine_hist", "cosine_by_step", "patching")),
-    Claim("C9", "Layer-2 MLP pre-activations have the form cos(2πkn/N + α) + cos(2πkm/N + β)",
-          "key frequencies {9, 17, 18, 19, 21, 25}",
-          f"the share of frequency neurons (one k explains > {AC.FOURIER_NEURON_FVE:.0%} of a neuron's variance over "
-          f"the N × N grid) exceeds the initial weights' share by ≥ {C9_FREQUENCY_NEURON_SHARE:.0%} of the neurons",
-          figures=("fourier_spectrum", "fourier_neurons", "fourier_neuron")),
-    Claim("C10", "Layer-1 is a previous-token head for values; layer-2 QK is an identity over variables",
-          "previous-token head; strong QK₂ diagonal",
-          f"final: value tokens' top key is their variable in ≥ {C10_PREV_TOKEN:.0%}, QK₂ through OV₁ has its "
-          f"row maximum on the diagonal for ≥ {C10_QK_IDENTITY:.0%} of variables, and the final = routes (its top "
-          f"layer-2 keys are exactly the bound values) in ≥ {CUT_VALUES['C10_ROUTING']:.0%} of variable sequences",
-          figures=("weights", "qk2", "probes")),
-    Claim("C11", "The negative gradient on QK₂ forms associative-memory (identity) blocks", "theory",
-          f"at the checkpoints before binding where the theory's preconditions hold (previous-token argmax ≥ "
-          f"{PREV_TOKEN_MIN:.0%}; 1-var sequences whose = attends more to the variable operand), −∇QK₂ in the "
-          f"variable basis has diagonal mean > off-diagonal mean at ≥ {C11_DIAG_SHARE:.0%} of them and mean "
-          f"correlation with the final QK₂ ≥ {C11_CORR} and above the 95th percentile of the same correlation with the "
-          "variables' labels permuted (means over 3 disjoint samples); the verdict is about the theory's setting",
-          figures=("gradients_theory", "gradients", "gradient_matrix")),
-]
-BY_ID = {c.id: c for c in CLAIMS}
 
 
 def _missing(cid: str, what: str) -> ClaimResult:
@@ -454,9 +388,74 @@ def c11(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     return ClaimResult("C11", float(win["corr"][0]), detail, _verdict(ok), reason)
 
 
-CLAIM_FUNCTIONS: dict[str, Callable[[dict, Cuts], ClaimResult]] = {
-    "B": binding, "C1": c1, "C2": c2, "C3": c3, "C4": c4, "C5": c5, "C6": c6, "C7": c7, "C8": c8, "C9": c9, "C10": c10, "C11": c11,
-}
+CLAIMS = [
+    Claim("B", "The binding circuit forms (the paper's model learns variable binding)",
+          "bound at step 5,401 of 40,000 (one run)",
+          f"bound at the first step with {AC.BINDING_SET} ≥ {AC.BINDING_ACC:.0%}; a run that never reaches it is "
+          "censored at its last step ('not bound by T'); over seeds: k of n bound by T and the Kaplan–Meier median "
+          "binding step (phase-timing section)",
+          figures=("accuracy",), measure=binding),
+    Claim("C1", "Modular addition is learned first: 0-var accuracy is near perfect before binding",
+          "phase 1 (0-var ≈ 100 % long before step 5,300)",
+          f"addition step < binding step and 0-var held-out ≥ {C1_ZERO_VAR_HELDOUT_BEFORE_BINDING:.0%} at the "
+          "evaluation before binding",
+          figures=("accuracy",), measure=c1),
+    Claim("C2", "A sharp spike for variable sequences coincides with layer-1 attention starting to route constants "
+          "to their variables", "1-var held-out 59 % → 96 % between steps 5,301 and 5,401",
+          f"three parts, all needed: (1) the largest 1-var held-out rise between two evaluations ≥ {C2_MIN_RISE:.0%}; "
+          "(2) the routing circuit appears at the spike: = → left, = → right (layer 1) and layer-2 routing accuracy "
+          "each change fastest per step (from the addition step on) in the binding interval or one next to it; "
+          "(3) the layer-1 previous-token attention (value → its variable) does too",
+          figures=("spike", "attention", "pattern_layer1", "pattern_layer2"), measure=c2),
+    Claim("C3", "A later refinement phase fixes variables in forbidden positions",
+          "steps 14,500–16,000 (`b` as right operand 5 % → 99 %)",
+          f"at least one restricted (variable, side) curve, e.g. `b` as right operand, is ≤ "
+          f"{C3_FORBIDDEN_AT_BINDING:.0%} at every evaluation from the binding step to "
+          f"{CUT_VALUES['C3_PLATEAU_STEPS']:,.0f} steps after it (a plateau) and reaches {AC.REFINEMENT_ACC:.0%} later",
+          figures=("refinement",), measure=c3),
+    Claim("C4", "Position generalisation: trained on `14+b`, correct on `b+14`", "≈ 100 % on forbidden positions",
+          f"final accuracy ≥ {C4_FORBIDDEN_FINAL:.0%} on every forbidden-position set",
+          figures=("refinement",), measure=c4),
+    Claim("C5", "OOD generalisation to addition pairs never seen in any form", "99.4 % on the 1,045 held-out pairs",
+          f"final accuracy on the exhaustive 0-var held-out set ≥ {C5_HELDOUT_FINAL:.0%}",
+          figures=("accuracy",), measure=c5),
+    Claim("C6", "Generalising to unseen pairs needs f ≈ 0.25 of all pairs in training", "threshold f ≈ 0.25",
+          f"f sweep: the smallest f from which the monotone fit of 0-var held-out accuracy stays ≥ {SWEEP_LEVEL:.0%}; "
+          "its bootstrap "
+          f"interval widened by ±{C6_C7_TOLERANCE:g} contains 0.25; the convergence flag beside it",
+          figures=(), measure=c6),
+    Claim("C7", "Generalising on 2-var sequences needs r ≈ 0.2 of 2-var data", "threshold r ≈ 0.2",
+          "r sweep: the smallest r (the kept fraction of 2-var rows, as the paper's 'r ≈ 0.2') from which the monotone "
+          f"fit of 2-var union accuracy stays ≥ {SWEEP_LEVEL:.0%}; its bootstrap interval widened by ±{C6_C7_TOLERANCE:g} contains "
+          "0.2; the convergence flag beside it",
+          figures=(), measure=c7),
+    Claim("C8", "Residuals before the layer-2 MLP are nearly identical for variable and constant forms",
+          "cosine ≈ 1",
+          f"raw matched cosine ≥ {C8_MATCHED} on training and on held-out pairs; centred matched cosine at least "
+          f"{C8_GAP} above both nulls (shuffled pairs; same prefix, other sum) on both; and the 1-/2-var MLP₂ "
+          f"pre-activation grids correlate ≥ {C8_GRID_CORR} with the 0-var grid",
+          figures=("cosine_hist", "cosine_by_step", "patching"), measure=c8),
+    Claim("C9", "Layer-2 MLP pre-activations have the form cos(2πkn/N + α) + cos(2πkm/N + β)",
+          "key frequencies {9, 17, 18, 19, 21, 25}",
+          f"the share of frequency neurons (one k explains > {AC.FOURIER_NEURON_FVE:.0%} of a neuron's variance over "
+          f"the N × N grid) exceeds the initial weights' share by ≥ {C9_FREQUENCY_NEURON_SHARE:.0%} of the neurons",
+          figures=("fourier_spectrum", "fourier_neurons", "fourier_neuron"), measure=c9),
+    Claim("C10", "Layer-1 is a previous-token head for values; layer-2 QK is an identity over variables",
+          "previous-token head; strong QK₂ diagonal",
+          f"final: value tokens' top key is their variable in ≥ {C10_PREV_TOKEN:.0%}, QK₂ through OV₁ has its "
+          f"row maximum on the diagonal for ≥ {C10_QK_IDENTITY:.0%} of variables, and the final = routes (its top "
+          f"layer-2 keys are exactly the bound values) in ≥ {CUT_VALUES['C10_ROUTING']:.0%} of variable sequences",
+          figures=("weights", "qk2", "probes"), measure=c10),
+    Claim("C11", "The negative gradient on QK₂ forms associative-memory (identity) blocks", "theory",
+          f"at the checkpoints before binding where the theory's preconditions hold (previous-token argmax ≥ "
+          f"{PREV_TOKEN_MIN:.0%}; 1-var sequences whose = attends more to the variable operand), −∇QK₂ in the "
+          f"variable basis has diagonal mean > off-diagonal mean at ≥ {C11_DIAG_SHARE:.0%} of them and mean "
+          f"correlation with the final QK₂ ≥ {C11_CORR} and above the 95th percentile of the same correlation with the "
+          "variables' labels permuted (means over 3 disjoint samples); the verdict is about the theory's setting",
+          figures=("gradients_theory", "gradients", "gradient_matrix"), measure=c11),
+]
+BY_ID = {c.id: c for c in CLAIMS}
+CLAIM_FUNCTIONS: dict[str, Callable[[dict, Cuts], ClaimResult]] = {c.id: c.measure for c in CLAIMS}
 
 
 def evaluate_claims(analysis: dict, cuts: Cuts = CUT_VALUES, robustness: bool = True) -> dict[str, ClaimResult]:
