@@ -124,3 +124,15 @@ def test_llc_command_on_a_small_run(tmp_path):
     assert [(c["lr"], c["localization"]) for c in cal["cells"]] == [(1e-5, 100.0), (1e-4, 100.0)]
     bad = cli.invoke(app, ["llc", str(run), "--out", str(tmp_path / "x"), "--steps", "7"])
     assert bad.exit_code == 2 and "no checkpoint at step(s) 7" in bad.output and not (tmp_path / "x").exists()
+
+
+def test_landmarks_of_a_hand_made_curve():
+    from assign_add.analysis.llc import landmark_lines, landmarks
+
+    rows = [{"step": s, "llc": v} for s, v in ((0, 1.0), (100, 5.0), (200, 4.0), (300, 10.0))]
+    marks = landmarks(rows, {"addition": 100, "binding": 200, "refinement": None})
+    assert marks["largest_rise"] == {"from": 200, "to": 300, "change": 6.0}
+    assert marks["largest_fall"] == {"from": 100, "to": 200, "change": -1.0}
+    assert marks["at_phases"]["binding"] == {"step": 200, "before": [100, 5.0], "after": [200, 4.0], "change": -1.0}
+    assert marks["at_phases"]["addition"]["before"] == [0, 1.0] and "refinement" not in marks["at_phases"]
+    assert landmark_lines(marks)[0] == "largest rise: +6.0 between steps 200 and 300"

@@ -165,9 +165,42 @@ def llc_over_steps(run, steps: list[int], settings: LLCSettings = DEFAULTS, prog
         if progress:
             progress(i + 1, len(steps))
     records, _ = accuracy_records(run, run.checkpoint_steps(), write=False)
-    phases = detect_phases(curves_from_records(records))
+    phases = detect_phases(curves_from_records(records)).to_json()
     return {"run": str(run.root), "settings": {**asdict(settings), "n_beta": settings.resolved_n_beta()},
-            "data": {"seed": DATA_SEED, "sequences": DATA_SIZE}, "rows": rows, "phases": phases.to_json()}
+            "data": {"seed": DATA_SEED, "sequences": DATA_SIZE}, "rows": rows, "phases": phases,
+            "landmarks": landmarks(rows, phases)}
+
+
+def landmarks(rows: list[dict], phases: dict) -> dict:
+    """Where the LLC curve moves, beside the phases: its largest rise and fall between consecutive
+    checkpoints, and for each detected phase the estimates at the checkpoints either side of its step
+    (the last before it, the first at or after it)."""
+    pairs = [(a["step"], b["step"], b["llc"] - a["llc"]) for a, b in zip(rows, rows[1:])]
+    as_dict = lambda p: None if p is None else {"from": p[0], "to": p[1], "change": p[2]}  # noqa: E731
+    out: dict = {"largest_rise": as_dict(max(pairs, key=lambda p: p[2], default=None)),
+                 "largest_fall": as_dict(min(pairs, key=lambda p: p[2], default=None)), "at_phases": {}}
+    for name in ("addition", "binding", "refinement"):
+        at = phases.get(name)
+        before = [r for r in rows if r["step"] < at] if at is not None else []
+        after = [r for r in rows if r["step"] >= at] if at is not None else []
+        if before and after:
+            b, a = before[-1], after[0]
+            out["at_phases"][name] = {"step": at, "before": [b["step"], b["llc"]], "after": [a["step"], a["llc"]],
+                                      "change": a["llc"] - b["llc"]}
+    return out
+
+
+def landmark_lines(marks: dict) -> list[str]:
+    """:func:`landmarks` as sentences."""
+    lines = []
+    for key, word in (("largest_rise", "largest rise"), ("largest_fall", "largest fall")):
+        m = marks.get(key)
+        if m:
+            lines.append(f"{word}: {m['change']:+.1f} between steps {m['from']:,} and {m['to']:,}")
+    for name, m in marks.get("at_phases", {}).items():
+        lines.append(f"{name} at {m['step']:,}: LLC {m['before'][1]:.1f} at {m['before'][0]:,} -> {m['after'][1]:.1f} "
+                     f"at {m['after'][0]:,} ({m['change']:+.1f})")
+    return lines
 
 
 def calibrate(run, steps: list[int], lrs: list[float], localizations: list[float],

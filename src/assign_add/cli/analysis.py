@@ -226,4 +226,6 @@ def llc_cmd(
     for r in res["rows"]:
         console.print(f"step {r['step']:>6}: LLC {r['llc']:.2f} ± {r['llc_std']:.2f} (drift {r['drift']:.2f})",
                       highlight=False)
+    for line in llc.landmark_lines(res["landmarks"]):
+        console.print(line, highlight=False)
     console.print(f"wrote {out / 'llc.json'}, llc.png", highlight=False)
