@@ -68,3 +68,10 @@ def test_trajectory_of_identical_checkpoints_has_no_movement():
     t = trajectory([model, model, model], batch, [0, 10, 20])
     assert t.steps == [0, 10, 20] and t.sequences == 8
     assert np.allclose(t.projections, 0.0) and t.explained == [0.0] * len(t.explained)
+
+
+def test_speed_is_distance_per_hundred_steps_between_checkpoints():
+    from assign_add.analysis.trajectory import speeds
+
+    points = np.array([[0.0, 0.0], [3.0, 4.0], [3.0, 4.0], [3.0, 14.0]])
+    assert speeds(points, [0, 100, 300, 1300]).tolist() == [5.0, 0.0, 1.0]  # 5 in 100, 0 in 200, 10 in 1,000

@@ -36,6 +36,10 @@ def trajectory_charts(t: dict, markers: dict[str, float]) -> dict[str, Chart]:
     out: dict[str, Chart] = {"trajectory": Line(
         f"Essential dynamics: answer logits on {t['sequences']:,} curated sequences, top components", t["steps"], pcs,
         ylabel="coordinate", markers=markers)}
+    if t.get("speed"):
+        out["trajectory_speed"] = Line("Essential dynamics: how fast the answer logits move (distance per 100 steps)",
+                                       t["speed_steps"], {"speed": t["speed"]}, ylabel="distance per 100 steps",
+                                       markers=markers)
     if len(t["projections"]) >= 2:
         out["trajectory_plane"] = Line("Essential dynamics: the path in the PC1–PC2 plane (from the first checkpoint)",
                                        t["projections"][0], {"PC2": t["projections"][1]}, xlabel="PC1", ylabel="PC2")

@@ -29,6 +29,10 @@ class Trajectory:
     explained: list[float]  # variance ratio of each kept component (over all components)
     projections: list[list[float]]  # [component][checkpoint]
     sequences: int
+    # how fast the function moves: |logits(t_i+1) − logits(t_i)| per 100 steps between consecutive
+    # checkpoints, in the full space (not only the kept components), at the interval's end step
+    speed_steps: list[int]
+    speed: list[float]
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -59,8 +63,14 @@ def principal_path(points: np.ndarray, components: int = COMPONENTS) -> tuple[np
     return ratio, coords * signs[:, None]
 
 
+def speeds(points: np.ndarray, steps: list[int]) -> np.ndarray:
+    """Distance between consecutive rows of ``points`` per 100 steps."""
+    return np.linalg.norm(np.diff(points, axis=0), axis=1) / np.diff(np.asarray(steps, dtype=float)) * 100
+
+
 def trajectory(models, batch: Batch, steps: list[int], components: int = COMPONENTS) -> Trajectory:
     """The essential-dynamics path of the checkpoints ``models`` (an iterable, loaded lazily, one per step)."""
     points = np.stack([centred_logits(m, batch).ravel() for m in models])
     ratio, coords = principal_path(points, components)
-    return Trajectory(list(steps), ratio.tolist(), coords.tolist(), len(batch.answers))
+    return Trajectory(list(steps), ratio.tolist(), coords.tolist(), len(batch.answers), list(steps[1:]),
+                      speeds(points, steps).tolist())

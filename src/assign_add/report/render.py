@@ -35,7 +35,7 @@ from assign_add.report.claims import (
 # Which figures illustrate which claim: each claim names its own (report/claims.py).
 CLAIM_FIGURES = {c.id: list(c.figures) for c in CLAIMS}  # in claim order
 EXTRA_FIGURES = ["ablations"]
-DEVELOPMENT_FIGURES = ["trajectory", "trajectory_plane"]  # essential dynamics (analysis/trajectory.py)
+DEVELOPMENT_FIGURES = ["trajectory", "trajectory_speed", "trajectory_plane"]  # essential dynamics (analysis/trajectory.py)
 
 
 @dataclass
@@ -327,7 +327,8 @@ def timing_section(timing: dict, figure: Path | None) -> list[Block]:
 DEVELOPMENT_TEXT = ("Essential dynamics: each checkpoint's answer logits on the first 200 sequences of every curated "
                     "set (centred per sequence), and PCA over the checkpoints. Where the path turns, the function "
                     "changes direction; compare with the phase marks. The share of variance of each component is in "
-                    "its legend; the path plane shows the first two. (Beyond the paper; survival over seeds, "
+                    "its legend; the path plane shows the first two; the speed is the distance the logits move per 100 "
+                    "steps between checkpoints. (Beyond the paper; survival over seeds, "
                     "branch-and-replay and the learning coefficient have their own commands: see the README.)")
 
 
