@@ -37,7 +37,8 @@ def trajectory_charts(t: dict, markers: dict[str, float]) -> dict[str, Chart]:
         f"Essential dynamics: answer logits on {t['sequences']:,} curated sequences, top components", t["steps"], pcs,
         ylabel="coordinate", markers=markers)}
     if t.get("speed"):
-        out["trajectory_speed"] = Line("Essential dynamics: how fast the answer logits move (distance per 100 steps)",
+        out["trajectory_speed"] = Line("Essential dynamics: logit distance per 100 steps between checkpoints (compare "
+                                       "intervals of equal spacing: training noise makes short ones look fast)",
                                        t["speed_steps"], {"speed": t["speed"]}, ylabel="distance per 100 steps",
                                        markers=markers)
     if len(t["projections"]) >= 2:

@@ -328,7 +328,8 @@ DEVELOPMENT_TEXT = ("Essential dynamics: each checkpoint's answer logits on the 
                     "set (centred per sequence), and PCA over the checkpoints. Where the path turns, the function "
                     "changes direction; compare with the phase marks. The share of variance of each component is in "
                     "its legend; the path plane shows the first two; the speed is the distance the logits move per 100 "
-                    "steps between checkpoints. (Beyond the paper; survival over seeds, "
+                    "steps between checkpoints, comparable only between intervals of equal spacing (the noise of "
+                    "training makes closely spaced checkpoints look fast). (Beyond the paper; survival over seeds, "
                     "branch-and-replay and the learning coefficient have their own commands: see the README.)")
 
 
