@@ -107,3 +107,13 @@ def test_survival_refuses_bad_input(tmp_path, args, message):
     res = CliRunner().invoke(app, ["survival", "--out", str(tmp_path / "s"), *args])
     assert res.exit_code == 2 and message in res.output and "Traceback" not in res.output
     assert not (tmp_path / "s").exists()
+
+
+def test_survival_chart_is_the_kaplan_meier_step_function_to_the_horizon():
+    from assign_add.sweep.survival import survival_chart
+
+    summary = {"horizon": 30_000, "survival": {"n": 4, "curve": [[2_000.0, 0.75], [5_000.0, 0.5]]}}
+    chart = survival_chart(summary)
+    assert chart.x == [0.0, 2_000.0, 2_000.0, 5_000.0, 5_000.0, 30_000.0]
+    assert chart.series["fraction bound"] == [0.0, 0.0, 0.25, 0.25, 0.5, 0.5]
+    assert chart.markers == {"20k": 20_000.0}, "a mark only within the horizon"

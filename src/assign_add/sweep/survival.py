@@ -149,10 +149,33 @@ def in_progress(job: SeedJob) -> SeedRow | None:
     return SeedRow(job.seed, bound_at, reached, {}, job.out, job.early_step, finished=False)
 
 
-def write_summary(out: Path, rows: list[SeedRow], horizon: int, command: str, planned: int) -> dict:
+def survival_chart(summary: dict):
+    """The Kaplan–Meier estimate of the fraction of seeds bound by each step (1 − S(t), a step function
+    drawn to the horizon), with the 20k / 40k marks."""
+    from assign_add.charts import Line
+
+    km = summary["survival"]
+    xs, ys = [0.0], [0.0]
+    for t, surv in km["curve"]:
+        xs += [t, t]
+        ys += [ys[-1], 1.0 - surv]
+    xs.append(float(summary["horizon"]))
+    ys.append(ys[-1])
+    marks = {f"{m // 1000}k": float(m) for m in MARKS if m <= summary["horizon"]}
+    return Line(f"Time to binding over {km['n']} seeds (Kaplan–Meier; unbound seeds censored at their last step)",
+                xs, {"fraction bound": ys}, ylabel="fraction of seeds bound", markers=marks, ylim=(0, 1.02))
+
+
+def write_summary(out: Path, rows: list[SeedRow], horizon: int, command: str, planned: int,
+                  figure: bool = True) -> dict:
+    """survival.json and survival.md (and, with ``figure``, survival.png: the Kaplan–Meier curve)."""
     summary = summarize(rows, horizon, command, planned)
     atomic_write_json(Path(out) / "survival.json", summary)
     atomic_write_text(Path(out) / "survival.md", markdown(summary))
+    if figure and summary.get("survival"):
+        from assign_add.charts import render
+
+        render(survival_chart(summary), Path(out), "survival")
     return summary
 
 
@@ -160,11 +183,14 @@ def run_survival(jobs: list[SeedJob], out: Path, horizon: int, workers: int, com
     """Every seed in ``workers`` processes of one thread; the summary is rewritten as seeds finish."""
     from assign_add.parallel import run_pool
 
+    drawn = [-1]
+
     def update(results: list) -> None:
         done = [r for r in results if isinstance(r, SeedRow)]
         seen = {r.seed for r in done}
         running = [r for r in (in_progress(j) for j in jobs if j.seed not in seen) if r is not None]
-        write_summary(out, done + running, horizon, command, len(jobs))
+        write_summary(out, done + running, horizon, command, len(jobs), figure=len(done) != drawn[0])
+        drawn[0] = len(done)
         if poll:
             poll(done, len(jobs))
 
