@@ -37,6 +37,7 @@ from assign_add.report.claims import (
     aggregate,
     evaluate_claims,
 )
+from assign_add.report.beyond import beyond_sections, load_experiments
 from assign_add.report.render import Source, write_report
 from assign_add.run import RunDir, RunError, check_out_path, open_run
 from assign_add.train.trainer import train
@@ -186,8 +187,11 @@ def reproduce(
     log: Log = print,
     progress=None,
     sweeps: dict[str, Path] | None = None,
+    experiments: dict[str, Path] | None = None,
 ) -> ReproduceResult:
-    """``sweeps`` maps "f" / "r" to sweep folders (with sweep.json) that supply claims C6 / C7."""
+    """``sweeps`` maps "f" / "r" to sweep folders (with sweep.json) that supply claims C6 / C7;
+    ``experiments`` maps "survival" / "branches" / "llc" to those commands' folders, each a section of
+    the report beyond the paper."""
     if seeds < 1:
         raise ConfigError("--seeds", f"must be >= 1, got {seeds}")
     if steps is not None and steps < 1:
@@ -197,6 +201,7 @@ def reproduce(
     check_out_path(out)
     configs = [run_config(42 + i, steps, quick, overrides or []) for i in range(seeds)]  # validate all first
     sweep_data = load_sweeps(sweeps or {})
+    extra = load_experiments(experiments or {})
     if paper_checkpoints is not None and not Path(paper_checkpoints).exists() and not RunDir(out / "runs" / "released").exists():
         raise RunError(f"--paper-checkpoints {paper_checkpoints}: no such directory")
     seed_dirs = [out / "runs" / f"seed-{c.train.seed}" for c in configs]
@@ -237,7 +242,7 @@ def reproduce(
         atomic_write_json(out / "timing.json", timing)
     notes = phase_notes(sources)
     atomic_write_json(out / "claims.json", claims_json)
-    html_path, md_path = write_report(sources, out, notes, timing)
+    html_path, md_path = write_report(sources, out, notes, timing, beyond_sections(extra))
     return ReproduceResult(html_path, md_path, claims_json, time.perf_counter() - t0)
 
 

@@ -89,6 +89,9 @@ def reproduce_cmd(
     quick: bool = typer.Option(False, "--quick", help="a small smoke-test configuration (about a minute)"),
     f_sweep: Optional[Path] = typer.Option(None, "--f-sweep", help="a finished f sweep folder: supplies claim C6"),
     r_sweep: Optional[Path] = typer.Option(None, "--r-sweep", help="a finished r sweep folder: supplies claim C7"),
+    survival: Optional[Path] = typer.Option(None, "--survival", help="an assign-add survival folder: a report section"),
+    branches: Optional[Path] = typer.Option(None, "--branches", help="an assign-add branches folder: a report section"),
+    llc_dir: Optional[Path] = typer.Option(None, "--llc", help="an assign-add llc folder: a report section"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
 ) -> None:
     """Train the paper preset (or reuse it), run every analysis, write report.html and report.md."""
@@ -97,8 +100,9 @@ def reproduce_cmd(
     sweeps = {k: v for k, v in (("f", f_sweep), ("r", r_sweep)) if v is not None}
     with _TrainProgress(enabled=progress) as bar:
         log = lambda msg: err_console.print(msg, highlight=False)  # noqa: E731
+        experiments = {k: v for k, v in (("survival", survival), ("branches", branches), ("llc", llc_dir)) if v}
         res = reproduce(out, seeds, steps, paper_checkpoints, quick, overrides or [], log=log, progress=bar.update,
-                        sweeps=sweeps)
+                        sweeps=sweeps, experiments=experiments)
     console.print(f"[green]report[/] {res.html} and {res.markdown} ({res.seconds:.0f} s)", highlight=False)
 
 

@@ -334,7 +334,7 @@ DEVELOPMENT_TEXT = ("Essential dynamics: each checkpoint's answer logits on the 
 
 
 def sections(sources: list[Source], notes: list[str], versions: dict[str, str], timing: dict | None,
-             timing_figure: Path | None) -> list[Block]:
+             timing_figure: Path | None, extra: list[Block] | None = None) -> list[Block]:
     """The whole report, in order, as blocks; the two writers below only format them."""
     doc: list[Block] = [Heading("Assign and Add: reproduction report", level=1),
                         Bullets([(s.name, f"{len(s.runs)} run{'s' if len(s.runs) > 1 else ''}") for s in sources]),
@@ -354,6 +354,7 @@ def sections(sources: list[Source], notes: list[str], versions: dict[str, str], 
     if development:
         doc += [Heading("How the function develops (beyond the paper)", anchor="development"), Text(DEVELOPMENT_TEXT),
                 Figures(development)]
+    doc += extra or []  # sections beyond the paper from experiments' folders (report/beyond.py)
     doc.append(Heading("Configuration and software"))
     for src in sources:
         doc += [Heading(src.name, level=3), Code(src.configs[0].strip(), "toml")]
@@ -478,7 +479,7 @@ def software_versions() -> dict[str, str]:
 
 
 def write_report(sources: list[Source], out_dir: Path, notes: list[str] | None = None,
-                 timing: dict | None = None) -> tuple[Path, Path]:
+                 timing: dict | None = None, extra: list[Block] | None = None) -> tuple[Path, Path]:
     from plotly.offline import get_plotlyjs
 
     from assign_add.charts import render
@@ -488,7 +489,7 @@ def write_report(sources: list[Source], out_dir: Path, notes: list[str] | None =
     observed = timing is not None and any(seed[k] is not None for seed in timing["phases"]["per_seed"] for k in PHASES)
     if observed:  # an empty chart would draw nothing (e.g. --quick runs reach no phase)
         figure = render(timing_chart(timing), out_dir / "figures" / "timing", "phases")[0]
-    doc = sections(sources, notes or [], software_versions(), timing, figure)
+    doc = sections(sources, notes or [], software_versions(), timing, figure, extra)
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
     atomic_write_text(md_path, to_markdown(doc, out_dir))
     atomic_write_text(html_path, to_html(doc, get_plotlyjs()))

@@ -1,0 +1,48 @@
+"""The report's sections beyond the paper, from hand-made experiment folders."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from assign_add.report.beyond import beyond_sections, load_experiments
+from assign_add.report.render import to_markdown
+from assign_add.run import RunError
+
+SURVIVAL = {"command": "assign-add survival --seeds 1-4", "planned": 4, "finished": 3, "horizon": 40_000,
+            "bound_by": {"20000": {"bound": 2, "watched": 4, "p": 0.5, "ci95": [0.15, 0.85]}},
+            "survival": {"n": 4, "median": 3_000.0, "curve": [[2_000.0, 0.75], [3_000.0, 0.5]]},
+            "predictor": None, "rows": [{"out": "nowhere/seed-1"}]}
+BRANCHES = {"command": "assign-add branches p --at 0", "planned": 2, "finished": 2, "horizon": 10_000,
+            "table": [{"parent": "runs/p", "step": 500, "watched": 2, "bound": 1, "p_bound": 0.5,
+                       "ci95": [0.09, 0.91]}], "rows": []}
+LLC = {"run": "runs/p", "settings": {"lr": 1e-4, "localization": 1000.0, "n_beta": 46.2, "num_chains": 4,
+                                     "num_draws": 200, "num_burnin_steps": 50},
+       "data": {"sequences": 4096}, "phases": {"binding": 200},
+       "rows": [{"step": 100, "llc": 5.0}, {"step": 200, "llc": 9.0}]}
+
+
+def _folders(tmp_path):
+    out = {}
+    for kind, data, name in (("survival", SURVIVAL, "survival.json"), ("branches", BRANCHES, "branches.json"),
+                             ("llc", LLC, "llc.json")):
+        (tmp_path / kind).mkdir()
+        (tmp_path / kind / name).write_text(json.dumps(data))
+        out[kind] = tmp_path / kind
+    return out
+
+
+def test_each_experiment_becomes_a_section_stating_its_command_and_numbers(tmp_path):
+    md = to_markdown(beyond_sections(load_experiments(_folders(tmp_path))), tmp_path / "report")
+    assert md.index("Time to binding") < md.index("Branch-and-replay") < md.index("learning coefficient")
+    assert "`assign-add survival --seeds 1-4`: 3 of 4 seeds finished, horizon 40,000 steps" in md
+    assert "| 20,000 | 2 of 4 | 0.50 | 0.15–0.85 |" in md and "median binding step: 3,000" in md
+    assert "not fitted yet" in md, "no predictor without enough runs, and the report says so"
+    assert "| p | 500 | 1 of 2 | 0.50 | 0.09–0.91 |" in md
+    assert "binding at 200: LLC 5.0 at 100 -> 9.0 at 200 (+4.0)" in md, "landmarks computed when not saved"
+
+
+def test_a_folder_without_its_summary_is_a_one_line_error(tmp_path):
+    with pytest.raises(RunError, match="no survival.json"):
+        load_experiments({"survival": tmp_path})
