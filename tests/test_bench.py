@@ -16,6 +16,7 @@ def test_step_profile_shares_on_hand_made_timings():
     assert p.gflops == pytest.approx(100.0)  # 1 GFLOP in 10 ms
 
 
+@pytest.mark.slow
 def test_profile_counts_the_same_matmul_work_every_time():
     cfg = small_paper_cfg("train.batch_size=32")
     a, b = bench.profile_step(cfg, steps=2), bench.profile_step(cfg, steps=2)

@@ -38,6 +38,7 @@ def parent(tmp_path_factory):
     return open_run(out)
 
 
+@pytest.mark.slow
 def test_branch_with_the_parents_data_seed_is_the_parent_bit_for_bit(parent, tmp_path):
     """Step 60 is not a saved-state step (40, 80, 120): the state is replayed from the seeds."""
     run = make_branch(parent.root, 60, tmp_path / "same", [])
@@ -50,6 +51,7 @@ def test_branch_with_the_parents_data_seed_is_the_parent_bit_for_bit(parent, tmp
     assert run.status()["state"] == "complete"
 
 
+@pytest.mark.slow
 def test_branch_with_another_data_seed_starts_from_the_same_weights_and_goes_elsewhere(parent, tmp_path):
     run = make_branch(parent.root, 40, tmp_path / "other", ["train.data_seed=999"])
     info = branch_info(run)
@@ -62,6 +64,7 @@ def test_branch_with_another_data_seed_starts_from_the_same_weights_and_goes_els
     assert _records(run)[:3] == _records(parent)[:3]
 
 
+@pytest.mark.slow
 def test_branch_from_the_saved_state_continues_like_the_resumed_parent(parent, tmp_path):
     """At the parent's last step its saved state is used; the branch then equals the parent resumed further."""
     run = make_branch(parent.root, 120, tmp_path / "longer", ["train.steps=160"])
@@ -82,12 +85,14 @@ def test_branch_from_the_saved_state_continues_like_the_resumed_parent(parent, t
     (60, ["train.seed=6"], "may not change train.seed"),
     (60, ["train.steps=60"], "must run past it"),
 ])
+@pytest.mark.slow
 def test_branch_refuses_what_would_not_be_a_branch(parent, tmp_path, step, overrides, message):
     with pytest.raises(RunError, match=message):
         make_branch(parent.root, step, tmp_path / "bad", overrides)
     assert not (tmp_path / "bad").exists()
 
 
+@pytest.mark.slow
 def test_a_replay_that_does_not_reproduce_the_parent_is_refused(parent, tmp_path):
     """Another machine's rounding is simulated by a parent whose checkpoint at the step was changed."""
     copy = tmp_path / "parent"

@@ -88,10 +88,12 @@ def tiny_run(tmp_path_factory):
         ("a=1, b=2, c=3, d=4, e=5, f=6, g=7, a+b=", "context"),
     ],
 )
+@pytest.mark.slow
 def test_predict_bad_prompts(tiny_run, prompt, fragment):
     assert_user_error(invoke("predict", str(tiny_run), prompt), fragment)
 
 
+@pytest.mark.slow
 def test_predict_outputs(tiny_run, tmp_path):
     res = invoke("predict", str(tiny_run), "c=1, b=17, a=42, b+19=", "--json", "--top", "2")
     assert res.exit_code == 0
@@ -107,6 +109,7 @@ def test_predict_outputs(tiny_run, tmp_path):
     assert_user_error(invoke("predict", str(tmp_path), "a=1, a+1="), "not a run directory")
 
 
+@pytest.mark.slow
 def test_eval_command(tiny_run):
     res = invoke("eval", str(tiny_run), "--steps", "0,20", "--sets", "0var_train,1var_heldout", "--json")
     assert res.exit_code == 0

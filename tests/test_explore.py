@@ -209,6 +209,7 @@ def _view_url(base: str, prompt: str, step: int) -> str:
     return f"{base}api/view?" + urllib.parse.urlencode({"prompt": prompt, "step": step})
 
 
+@pytest.mark.slow
 def test_concurrent_requests_through_the_real_server(released_run, server):
     """50 requests at once over 5 checkpoints (the final one with its Fourier view): every one HTTP 200
     and equal to the same request made alone.  Before the per-model lock, 13 of 50 such requests
@@ -233,6 +234,7 @@ def test_concurrent_requests_through_the_real_server(released_run, server):
     assert sum("fourier" in body for _, body in together) == len(prompts)
 
 
+@pytest.mark.slow
 def test_explore_a_run_while_it_trains(tmp_path):
     """The explorer follows a run that ``train`` is writing: new checkpoints and metrics appear
     without a restart, views of the newest checkpoint answer, and the explorer writes nothing."""

@@ -24,6 +24,7 @@ def short_run(tmp_path_factory):
     return RunDir(out)
 
 
+@pytest.mark.slow
 def test_export_then_import_gives_the_same_logits_at_every_step(short_run, tmp_path):
     folder = export_run(short_run, tmp_path / "hub")
     steps = short_run.checkpoint_steps()
@@ -42,6 +43,7 @@ def test_export_then_import_gives_the_same_logits_at_every_step(short_run, tmp_p
             assert torch.equal(back.load_model(s)(tokens), short_run.load_model(s)(tokens)), s
 
 
+@pytest.mark.slow
 def test_export_refuses_a_non_empty_folder_and_leaves_nothing_half_written(short_run, tmp_path):
     taken = tmp_path / "taken"
     taken.mkdir()
@@ -52,6 +54,7 @@ def test_export_refuses_a_non_empty_folder_and_leaves_nothing_half_written(short
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
 
 
+@pytest.mark.slow
 def test_import_refuses_a_folder_that_is_not_an_export(tmp_path):
     (tmp_path / "x").mkdir()
     res = subprocess.run([sys.executable, "-m", "assign_add.cli", "import-export", str(tmp_path / "x"), "--out",
@@ -60,6 +63,7 @@ def test_import_refuses_a_folder_that_is_not_an_export(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow
 def test_the_model_card_states_the_claims_and_where_the_weights_came_from(short_run, released_run, tmp_path):
     import shutil
 

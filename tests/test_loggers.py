@@ -28,6 +28,7 @@ def test_log_to_is_checked_before_anything_is_written(tmp_path):
         small_paper_cfg('train.log_to=["tensorboard"]')
 
 
+@pytest.mark.slow
 def test_tensorboard_events_hold_the_metrics_and_the_phase_marks(tmp_path):
     pytest.importorskip("tensorboard", reason="train.log_to tensorboard needs the tensorboard package")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -46,6 +47,7 @@ def test_tensorboard_events_hold_the_metrics_and_the_phase_marks(tmp_path):
     assert "phase/binding" not in events.Tags()["scalars"], "a phase not seen has no mark"
 
 
+@pytest.mark.slow
 def test_a_resumed_run_does_not_log_its_steps_twice(tmp_path):
     pytest.importorskip("tensorboard", reason="train.log_to tensorboard needs the tensorboard package")
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -58,6 +60,7 @@ def test_a_resumed_run_does_not_log_its_steps_twice(tmp_path):
     assert [e.step for e in events.Scalars("acc/0var_train")] == [0, 100, 200]
 
 
+@pytest.mark.slow
 def test_wandb_offline_run_lives_in_the_run_directory_and_holds_every_scalar(tmp_path, monkeypatch):
     pytest.importorskip("wandb", reason="train.log_to wandb needs the wandb package")
     monkeypatch.setenv("WANDB_MODE", "offline")  # never the network

@@ -19,6 +19,7 @@ def fail(message: str) -> None:
     raise RunError(message)
 
 
+@pytest.mark.slow
 def test_results_come_back_in_job_order_whatever_finishes_first():
     polled: list[list[int]] = []
     jobs = [(slow_square, (3, 0.6)), (slow_square, (4, 0.0)), (slow_square, (5, 0.2))]
@@ -38,6 +39,7 @@ def stamped(x: int, delay: float) -> tuple[int, float]:
     return x, time.time()
 
 
+@pytest.mark.slow
 def test_a_follow_up_runs_as_soon_as_its_job_is_done_not_after_the_whole_first_round():
     # job 0 is slow; job 1's follow-up (its value doubled) must finish before job 0 does, on the
     # worker job 1 freed, and get the next index in the results

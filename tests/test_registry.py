@@ -46,6 +46,7 @@ def small_run(tmp_path_factory) -> RunDir:
     return RunDir(out)
 
 
+@pytest.mark.slow
 def test_one_shared_forward_gives_the_standalone_measures(small_run):
     """The per-checkpoint parts read one cache; they must equal each measure's own forward pass."""
     ctx = registry.Context.__new__(registry.Context)
@@ -98,6 +99,7 @@ def test_reuse_is_decided_by_the_inputs(small_run, monkeypatch):
     assert lines[0].startswith("analysing") and is_current(small_run)
 
 
+@pytest.mark.slow
 def test_the_sampled_batches_are_saved_and_read_back(small_run, monkeypatch):
     """A re-analysis must not draw new sequences: after the first, the gradient analysis reads the run's file."""
     first = analyze(small_run, only=["gradients"])

@@ -115,6 +115,7 @@ def test_a_second_writer_is_refused_with_the_holders_pid(run_copy):
     assert cli("eval", run_copy, "--sets", "0var_train").exit_code == 0, "free again once released"
 
 
+@pytest.mark.slow
 def test_two_train_processes_into_one_run_never_mix(tmp_path):
     """Two real `assign-add train` processes into the same --out: exactly one writes the run."""
     out = tmp_path / "run"
@@ -213,6 +214,7 @@ def test_ctrl_c_exits_130_with_a_resume_hint(tmp_path):
 # --------------------------------------------------------------------------- predict --file
 
 
+@pytest.mark.slow
 def test_predict_streams_in_batches_with_physical_line_numbers(tiny_run, tmp_path):
     from assign_add.answers import file_prompts, predict
 
@@ -231,6 +233,7 @@ def test_predict_streams_in_batches_with_physical_line_numbers(tiny_run, tmp_pat
     (b"", "no prompts"), (b"\n  \n", "no prompts"), (b"c=1, c+1=\n\xff\xfe\n", "line 2: not UTF-8"),
     ("c=１, c+1=\n".encode(), "line 1"), ("c=1, c+١=\n".encode(), "line 1"),
 ])
+@pytest.mark.slow
 def test_predict_file_errors(tiny_run, tmp_path, content, fragment):
     path = tmp_path / "p.txt"
     path.write_bytes(content)
@@ -325,6 +328,7 @@ def test_every_mistake_is_one_line_and_leaves_nothing(tmp_path, args, fragment):
     assert after == before, "nothing was written"
 
 
+@pytest.mark.slow
 def test_a_failed_run_leaves_no_directory_and_the_next_one_starts(tmp_path):
     out = tmp_path / "r"
     with pytest.raises(RunError):

@@ -77,6 +77,7 @@ def test_summary_on_hand_built_rows():
     assert s["predictor"]["n"] == 4  # the open seeds have no outcome yet; the running one no measures
 
 
+@pytest.mark.slow
 def test_survival_end_to_end_and_resume(tmp_path):
     """Two tiny seeds (early measures at step 20): rows, early measures and the files; a rerun retrains nothing."""
     small = ["task.eval_pool_size=300", "train.batch_size=32", "train.eval_every=10", "train.checkpoint_every=10"]

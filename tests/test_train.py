@@ -52,6 +52,7 @@ def test_short_paper_run_learns_and_writes_a_complete_run(tmp_path):
     assert not any(p.name.startswith(".") for p in tmp_path.iterdir()), "no staging directory left behind"
 
 
+@pytest.mark.slow
 def test_same_seed_same_metrics_and_refusals(tmp_path):
     cfg = small_paper_cfg("train.steps=30", "train.eval_every=10", "train.batch_size=64")
     train(cfg, tmp_path / "a")
@@ -175,6 +176,7 @@ def test_chunked_evaluator_equals_evaluate_on_any_sets_and_chunk(sizes, chunk, s
         assert got["loss"][name] == pytest.approx(want["loss"][name], rel=4 * 2**-23 + n * 2**-24, abs=1e-7)
 
 
+@pytest.mark.slow
 def test_init_seed_and_data_seed_apart(tmp_path):
     """train.seed means both; init_seed / data_seed set the weights and the data order apart."""
     short = ["train.steps=20", "train.eval_every=10", "train.batch_size=64", "train.checkpoint_every=10"]

@@ -76,11 +76,14 @@ class AnswerLossModel(torch.nn.Module):
 
 def answer_token_loss(model: torch.nn.Module, input_ids: torch.Tensor) -> torch.Tensor:
     """devinterp's per-token loss ``[B, seq − 1]``: each sequence's answer loss at every position."""
-    from assign_add.model import fast_answer_logits
+    from assign_add.model import AssignAddTransformer, fast_answer_logits
 
     prompt, answer = input_ids[:, :-1], input_ids[:, -1]
     inner = model.inner if isinstance(model, AnswerLossModel) else model
-    logits = fast_answer_logits(inner, prompt).float()  # the final position only: the training step's forward
+    if isinstance(inner, AssignAddTransformer):  # the final position only: the training step's forward
+        logits = fast_answer_logits(inner, prompt).float()
+    else:  # any other module giving [B, n_ctx, vocab] (a planted model in the tests)
+        logits = inner(prompt)[:, -1].float()
     loss = torch.nn.functional.cross_entropy(logits, answer, reduction="none")
     return loss[:, None].expand(-1, prompt.shape[1])
 
