@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from assign_add.analysis.early import FEATURES, auc, fit_logistic, loo_accuracy, predictor_test
 from assign_add.cli import app
-from assign_add.sweep.survival import SeedRow, in_progress, plan, run_survival, summarize
+from assign_add.sweep.survival import SeedRow, in_progress, markdown, plan, run_survival, summarize
 
 
 def test_auc_on_hand_built_values():
@@ -118,3 +118,35 @@ def test_survival_chart_is_the_kaplan_meier_step_function_to_the_horizon():
     assert chart.x == [0.0, 2_000.0, 2_000.0, 5_000.0, 5_000.0, 30_000.0]
     assert chart.series["fraction bound"] == [0.0, 0.0, 0.25, 0.25, 0.5, 0.5]
     assert chart.markers == {"20k": 20_000.0}, "a mark only within the horizon"
+
+
+def _llc_row(seed, bound_at, reached, llc):
+    return SeedRow(seed, bound_at, reached, _row(seed, bound_at, reached).early, f"s{seed}", llc=llc)
+
+
+def test_the_llc_predictor_is_a_second_test_on_the_llc_alone():
+    """Hand-made LLCs that separate the outcomes exactly (the bound runs lower): AUC 0 and every
+    left-out run predicted right; the 12-measure predictor is computed as before, beside it."""
+    rows = [_llc_row(1, 3000, 3000, 10.0), _llc_row(2, 4000, 4000, 11.0), _llc_row(3, 5000, 5000, 12.0),
+            _llc_row(4, None, 40_000, 20.0), _llc_row(5, None, 40_000, 21.0), _llc_row(6, None, 40_000, 22.0),
+            SeedRow(7, None, 9000, {}, "s7", finished=False)]
+    s = summarize(rows, 40_000, "cmd", planned=7)
+    p = s["llc_predictor"]
+    assert p["features"] == ["llc"] and p["n"] == 6 and p["bound"] == 3
+    assert p["auc"] == {"llc": 0.0} and p["loo_accuracy"] == 1.0 and p["base_rate"] == 0.5
+    assert s["predictor"]["features"] == list(FEATURES)
+    md = markdown(s)
+    assert "The LLC alone as a predictor" in md and "| 1 | 3,000 | 3,000 | 10.00 |" in md
+    assert "| 7 | — | 9,000 (training) | — |" in md
+    plain = summarize([_row(1, 3000, 3000), _row(4, None, 40_000)], 40_000, "cmd", planned=2)
+    assert plain["llc_predictor"] is None and "LLC" not in markdown(plain)
+
+
+def test_the_early_llc_is_sampled_once_per_run(tmp_path, monkeypatch):
+    import assign_add.sweep.survival as survival
+
+    calls = []
+    monkeypatch.setattr(survival, "early_llc", lambda run, step: calls.append(step) or 7.5)
+    run = type("Run", (), {"root": tmp_path})()
+    assert survival.cached_early_llc(run, 1500) == 7.5 and survival.cached_early_llc(run, 1500) == 7.5
+    assert calls == [1500] and json.loads((tmp_path / "llc-1500.json").read_text()) == {"step": 1500, "llc": 7.5}

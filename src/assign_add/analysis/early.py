@@ -42,6 +42,10 @@ FEATURES: dict[str, str] = {
     "param_norm_init": "parameter norm at initialisation",
 }
 
+# the second test, fixed before any LLC was measured on these runs: the LLC alone at the early step
+# (the issue lists it beside the progress measures; it is slow, ~1 min per run, so it is optional)
+LLC_FEATURES: dict[str, str] = {"llc": "local learning coefficient (the llc command's default settings)"}
+
 
 def parameter_norm(model: torch.nn.Module) -> float:
     return float(torch.sqrt(sum((p.detach().double() ** 2).sum() for p in model.parameters())))
@@ -62,6 +66,14 @@ def early_measures(run: RunDir, step: int = EARLY_STEP) -> dict[str, float]:
            **{k: wts[k] for k in ("qk2_identity", "pos_prev_token")},
            "param_norm": parameter_norm(run.load_model(step)), "param_norm_init": parameter_norm(run.load_model(0))}
     return {k: float(out[k]) for k in FEATURES}
+
+
+def early_llc(run: RunDir, step: int = EARLY_STEP) -> float:
+    """The LLC of ``run``'s checkpoint at ``step`` with :data:`assign_add.analysis.llc.DEFAULTS` on the
+    LLC command's sequences (read-only)."""
+    from assign_add.analysis.llc import estimate_llc, llc_batch
+
+    return float(estimate_llc(run.load_model(step), llc_batch(run)).llc_mean)
 
 
 def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2, iters: int = 50) -> tuple[np.ndarray, float]:
@@ -108,13 +120,15 @@ def auc(x: np.ndarray, y: np.ndarray) -> float | None:
 
 
 def predictor_test(rows: list[dict[str, float]], bound: list[bool], early_step: int = EARLY_STEP,
-                   permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED) -> dict:
-    """Leave-one-out accuracy of predicting ``bound`` from the early measures, against the base rate and
-    a permutation null; and each measure's AUC on its own (descriptive: 12 measures tried)."""
-    x = np.asarray([[r[k] for k in FEATURES] for r in rows], dtype=float)
+                   permutations: int = PERMUTATIONS, seed: int = PERMUTATION_SEED,
+                   features: dict[str, str] = FEATURES) -> dict:
+    """Leave-one-out accuracy of predicting ``bound`` from the early measures named in ``features``,
+    against the base rate and a permutation null; and each measure's AUC on its own (descriptive when
+    there are several)."""
+    x = np.asarray([[r[k] for k in features] for r in rows], dtype=float).reshape(len(rows), len(features))
     y = np.asarray(bound, dtype=float)
     n, k = len(y), int(y.sum())
-    out = {"n": n, "bound": k, "features": list(FEATURES), "l2": L2, "early_step": early_step,
+    out = {"n": n, "bound": k, "features": list(features), "l2": L2, "early_step": early_step,
            "base_rate": max(k, n - k) / n if n else None, "loo_accuracy": None, "p_value": None,
            "permutations": permutations, "auc": {}}
     if n < 4 or k in (0, n):
@@ -124,6 +138,6 @@ def predictor_test(rows: list[dict[str, float]], bound: list[bool], early_step: 
     rng = np.random.default_rng(seed)
     null = [loo_accuracy(x, rng.permutation(y)) for _ in range(permutations)]
     out.update(loo_accuracy=acc, p_value=(1 + sum(a >= acc for a in null)) / (1 + permutations),
-               null_mean=float(np.mean(null)), auc={f: auc(x[:, j], y) for j, f in enumerate(FEATURES)})
+               null_mean=float(np.mean(null)), auc={f: auc(x[:, j], y) for j, f in enumerate(features)})
     out["beats_null"] = bool(acc > out["base_rate"] and out["p_value"] < 0.05)
     return out

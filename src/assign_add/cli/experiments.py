@@ -143,6 +143,8 @@ def survival_cmd(
     seeds: str = typer.Option(..., "--seeds", help="seeds, e.g. 52-83 or 42,43,44"),
     steps: int = typer.Option(40_000, "--steps", help="the horizon: a run not bound by then is censored there"),
     until_bound: bool = typer.Option(True, "--until-bound/--full", help="stop a run once it has bound"),
+    llc: bool = typer.Option(False, "--llc", help="also the LLC at step 1,500 of each run, a second predictor "
+                             "(~1 min per run; needs the llc extra)"),
     workers: Optional[int] = typer.Option(None, "--workers", help="parallel runs (default: CPU cores)"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
 ) -> None:
@@ -153,7 +155,7 @@ def survival_cmd(
 
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {workers}")
-    jobs = plan(_parse_ints(seeds, "--seeds"), out, steps, until_bound, overrides or [])
+    jobs = plan(_parse_ints(seeds, "--seeds"), out, steps, until_bound, overrides or [], llc=llc)
     summary = run_survival(jobs, out, steps, workers or cpu_cores(), _command_line("survival"),
                            poll=_count_progress(progress, "seeds"))
     table = Table("horizon", "bound", "P(bound)", "95 % CI")
@@ -164,5 +166,9 @@ def survival_cmd(
     pred = summary["predictor"]
     if pred["loo_accuracy"] is not None:
         console.print(f"early predictor (step {pred['early_step']:,}): leave-one-out accuracy {pred['loo_accuracy']:.2f} "
+                      f"vs base rate {pred['base_rate']:.2f}, permutation p = {pred['p_value']:.3f}", highlight=False)
+    pred = summary.get("llc_predictor") or {}
+    if pred.get("loo_accuracy") is not None:
+        console.print(f"the LLC alone (step {pred['early_step']:,}): leave-one-out accuracy {pred['loo_accuracy']:.2f} "
                       f"vs base rate {pred['base_rate']:.2f}, permutation p = {pred['p_value']:.3f}", highlight=False)
     console.print(f"wrote {Path(out) / 'survival.json'} and survival.md", highlight=False)

@@ -71,14 +71,14 @@ def survival_section(folder: Path, s: dict) -> list[Block]:
              + "."),
     ]
     blocks += [Figures(_figure(folder, "survival", "survival"))] if (folder / "survival.png").is_file() else []
-    p = s.get("predictor") or {}
-    if p.get("loo_accuracy") is not None:
-        verdict = "beats" if p.get("beats_null") else "does not beat"
-        blocks.append(Text(f"Early predictor of binding by the horizon (measures at step {p['early_step']:,}, "
-                           f"{p['n']} runs): leave-one-out accuracy {p['loo_accuracy']:.2f} against a base rate of "
-                           f"{p['base_rate']:.2f} (permutation p = {p['p_value']:.3f}): it {verdict} the null."))
-    else:
+    from assign_add.sweep.survival import predictor_line
+
+    early = s.get("bound_by_early_step", 0)
+    if not s.get("predictor"):
         blocks.append(Text("Early predictor: not fitted yet (it needs at least 4 finished runs with both outcomes)."))
+    for key, what in (("predictor", "Early predictor"), ("llc_predictor", "The LLC alone as a predictor")):
+        if s.get(key):
+            blocks.append(Text(predictor_line(s[key], what, s["horizon"], early)))
     return blocks
 
 

@@ -12,10 +12,11 @@ resumes the unfinished runs.
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from assign_add.analysis.early import EARLY_STEP, early_measures, predictor_test
+from assign_add.analysis.early import EARLY_STEP, LLC_FEATURES, early_llc, early_measures, predictor_test
 from assign_add.analysis.timing import binding_survival, wilson_interval
 from assign_add.io import atomic_write_json, atomic_write_text
 from assign_add.run import RunDir, RunError
@@ -34,6 +35,7 @@ class SeedJob:
     overrides: tuple[str, ...] = ()
     chunk: int = CHUNK
     early_step: int = EARLY_STEP
+    llc: bool = False  # also estimate the LLC at ``early_step`` (a second, separate predictor)
 
 
 @dataclass
@@ -45,18 +47,24 @@ class SeedRow:
     out: str
     early_step: int = EARLY_STEP
     finished: bool = True  # False: still training, counted as censored at ``reached`` (or bound, if it has)
+    llc: float | None = None  # the LLC at ``early_step`` (with ``--llc``)
 
 
 def plan(seeds: list[int], out: Path, steps: int, until_bound: bool, overrides: list[str],
-         early_step: int = EARLY_STEP) -> list[SeedJob]:
+         early_step: int = EARLY_STEP, llc: bool = False) -> list[SeedJob]:
     if not seeds:
         raise RunError("--seeds lists no seed")
     if len(set(seeds)) != len(seeds):
         raise RunError("--seeds lists a seed twice")
     if steps < early_step:
         raise RunError(f"--steps must be at least {early_step} (the early measures are read there), got {steps}")
-    jobs = [SeedJob(s, str(Path(out) / f"seed-{s}"), steps, until_bound, tuple(overrides), early_step=early_step)
-            for s in seeds]
+    if llc:
+        try:
+            import devinterp  # noqa: F401
+        except ImportError:
+            raise RunError("--llc needs devinterp: pip install 'assign-add[llc]'") from None
+    jobs = [SeedJob(s, str(Path(out) / f"seed-{s}"), steps, until_bound, tuple(overrides), early_step=early_step,
+                    llc=llc) for s in seeds]
     seed_config(jobs[0])  # a bad override fails here, before any run starts
     return jobs
 
@@ -80,7 +88,17 @@ def run_seed(job: SeedJob) -> SeedRow:
     if reached < job.early_step:  # bound before the early step: train on to it so the measures exist
         bound_at, reached = train_until_bound(out, job.early_step, False, job.chunk)
     return SeedRow(job.seed, bound_at, reached, early_measures(RunDir(out), job.early_step), job.out,
-                   job.early_step)
+                   job.early_step, llc=cached_early_llc(RunDir(out), job.early_step) if job.llc else None)
+
+
+def cached_early_llc(run: RunDir, step: int) -> float:
+    """:func:`early_llc`, kept in ``RUN/llc-STEP.json`` so a resumed survival command does not sample it again."""
+    path = run.root / f"llc-{step}.json"
+    if path.exists():
+        return float(json.loads(path.read_text())["llc"])
+    value = early_llc(run, step)
+    atomic_write_json(path, {"step": step, "llc": value})
+    return value
 
 
 def bound_by(row: SeedRow, horizon: int) -> bool | None:
@@ -107,7 +125,30 @@ def summarize(rows: list[SeedRow], horizon: int, command: str, planned: int) -> 
             "survival": binding_survival(per_seed) if rows else None, "bound_by": marks,
             "bound_by_early_step": early_bound,
             "predictor": predictor_test([r.early for r, _ in resolved], [b for _, b in resolved], early_step),
+            "llc_predictor": llc_predictor(resolved, early_step),
             "rows": [asdict(r) for r in sorted(rows, key=lambda r: r.seed)]}
+
+
+def llc_predictor(resolved: list[tuple[SeedRow, bool]], early_step: int) -> dict | None:
+    """The second test: "bound by the horizon" from the LLC at the early step alone (None without ``--llc``)."""
+    with_llc = [(r, b) for r, b in resolved if r.llc is not None]
+    if not with_llc:
+        return None
+    return predictor_test([{"llc": r.llc} for r, _ in with_llc], [b for _, b in with_llc], early_step,
+                          features=LLC_FEATURES)
+
+
+def predictor_line(p: dict, what: str, horizon: int, bound_early: int) -> str:
+    line = (f"{what} of \"bound by {horizon:,}\" (measures at step {p['early_step']:,}, {p['n']} runs, "
+            f"{p['bound']} bound; {bound_early} bound by then): ")
+    if p["loo_accuracy"] is None:
+        return line + f"not fitted yet ({p.get('why_not', 'not computed')})"
+    verdict = "beats" if p["beats_null"] else "does not beat"
+    line += (f"leave-one-out accuracy {p['loo_accuracy']:.2f} vs base rate {p['base_rate']:.2f} "
+             f"(permutation p = {p['p_value']:.3f}, {p['permutations']} shuffles): it {verdict} the null.")
+    if len(p["features"]) == 1 and p["auc"].get(p["features"][0]) is not None:
+        line += f" AUC {p['auc'][p['features'][0]]:.2f} (0.5: no signal)."
+    return line
 
 
 def markdown(summary: dict) -> str:
@@ -122,19 +163,18 @@ def markdown(summary: dict) -> str:
         med = "beyond the last step" if s["median"] is None else f"{s['median']:,.0f}"
         lines += ["", f"Kaplan–Meier median binding step: {med} (censored at: "
                       f"{', '.join(f'{c:,}' for c in s['censored_at']) or 'none'})."]
-    p = summary["predictor"]
-    lines += ["", f"Early predictor of \"bound by {h:,}\" (measures at step {p['early_step']:,}, {p['n']} runs, "
-                  f"{p['bound']} bound; {summary['bound_by_early_step']} bound by then): "]
-    if p["loo_accuracy"] is None:
-        lines[-1] += p.get("why_not", "not computed")
-    else:
-        verdict = "beats" if p["beats_null"] else "does not beat"
-        lines[-1] += (f"leave-one-out accuracy {p['loo_accuracy']:.2f} vs base rate {p['base_rate']:.2f} "
-                      f"(permutation p = {p['p_value']:.3f}, {p['permutations']} shuffles): it {verdict} the null.")
-    lines += ["", "| seed | bound at | last step |", "|---|---|---|"]
+    early = summary["bound_by_early_step"]
+    lines += ["", predictor_line(summary["predictor"], f"Early predictor ({len(summary['predictor']['features'])} "
+                                 "measures)", h, early)]
+    with_llc = summary.get("llc_predictor") is not None
+    if with_llc:
+        lines += ["", predictor_line(summary["llc_predictor"], "The LLC alone as a predictor", h, early)]
+    lines += ["", "| seed | bound at | last step |" + (" LLC at the early step |" if with_llc else ""),
+              "|---|---|---|" + ("---|" if with_llc else "")]
     for r in summary["rows"]:
         at = "—" if r["bound_at"] is None else f"{r['bound_at']:,}"
-        lines.append(f"| {r['seed']} | {at} | {r['reached']:,}{'' if r['finished'] else ' (training)'} |")
+        llc = "" if not with_llc else (" — |" if r.get("llc") is None else f" {r['llc']:.2f} |")
+        lines.append(f"| {r['seed']} | {at} | {r['reached']:,}{'' if r['finished'] else ' (training)'} |{llc}")
     return "\n".join(lines) + "\n"
 
 
