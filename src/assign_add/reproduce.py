@@ -66,7 +66,8 @@ def can_compile() -> bool:
 def run_config(seed: int, steps: int | None, quick: bool, overrides: list[str]) -> RunConfig:
     """The paper preset for one seed.  Full runs compile the training forward where a C compiler is
     present (1.37× per step in the trainer here, README "Speed"; ``train.compile=false`` turns it off;
-    the numbers differ from an eager run only by float rounding); ``--quick`` runs stay eager (compiling would cost more than it saves)."""
+    the numbers differ from an eager run only by float rounding); ``--quick`` runs stay eager
+    (compiling would cost more than it saves)."""
     base = QUICK if quick else [f"train.steps={DEFAULT_STEPS}"] + (["train.compile=true"] if can_compile() else [])
     if steps is not None:
         base = base + [f"train.steps={steps}"]
