@@ -84,3 +84,14 @@ def test_bound_by_t_only_up_to_the_earliest_end_of_watching():
     km = timing.binding_survival(per_seed)
     assert (km["bound"], km["n"], km["horizon"]) == (0, 3, 10_000), "by 10,000 none had bound"
     assert km["median"] == 20_000, "S(20,000) = 1 − 1/2: the seed censored at 10,000 is no longer at risk"
+
+
+def test_a_run_stopped_once_bound_does_not_shorten_the_horizon():
+    """`survival` stops a run soon after it binds: seed A bound at 2,000 and was watched to 2,500,
+    while B and C ran to 40,000.  By 40,000, A and B had bound and C had not: 2 of 3."""
+    per_seed = [{"binding": 2_000, "last_step": 2_500}, {"binding": 30_000, "last_step": 30_300},
+                {"binding": None, "last_step": 40_000}]
+    km = timing.binding_survival(per_seed)
+    assert (km["bound"], km["n"], km["horizon"]) == (2, 3, 40_000)
+    everyone = timing.binding_survival(per_seed[:2])
+    assert (everyone["bound"], everyone["horizon"]) == (2, 30_300), "all bound: watched up to the last step"

@@ -97,9 +97,11 @@ def binding_survival(per_seed: list[dict[str, int | None]]) -> dict | None:
     times, observed = [t for t, _ in rows], [e for _, e in rows]
     curve = kaplan_meier(times, observed)
     ends = sorted({t for t, e in rows if not e})
-    # "k of n bound by T" is known only up to the earliest end of watching: a run censored at 10,000
-    # is not known to be unbound at 40,000.  T is the smallest last step over the runs.
-    horizon = min(s.get("last_step") or 0 for s in per_seed if s.get("last_step") is not None)
+    # "k of n bound by T" is known only up to the earliest end of watching an unbound run: a run
+    # censored at 10,000 is not known to be unbound at 40,000.  A bound run limits nothing (bound
+    # stays bound, and `survival` stops such a run soon after it binds), so T is the smallest last
+    # step over the censored runs, or the last step watched when every run bound.
+    horizon = min(ends) if ends else max([*times, *(s.get("last_step") or 0 for s in per_seed)])
     k, n = sum(1 for t, e in rows if e and t <= horizon), len(rows)
     low, high = wilson_interval(k, n)
     return {"n": n, "bound": k, "censored_at": ends, "horizon": horizon, "curve": curve,
