@@ -163,3 +163,20 @@ def test_claim_sections_in_order_and_every_seed_listed():
     bullets = claim_bullets(src, "C5")
     assert [label for label, _ in bullets] == ["retrained (2 seeds), seed-42", "retrained (2 seeds), seed-43"]
     assert bullets[1][1].startswith(FAILS) and "0.9000" in bullets[1][1]
+
+
+def test_phase_notes_give_the_same_binding_step_as_the_binding_row(tmp_path):
+    """A run whose spike ends at 2,900 at 0.84 and reaches 90 % at 3,000 is "bound at 3,000" in the B row;
+    the note on where our phases differ must say 3,000 too, and name the spike's end beside it."""
+    from assign_add.reproduce import phase_notes
+    from assign_add.report.render import Source
+
+    phases = {"addition": 500, "binding": 2900, "binding_rise": 0.32, "binding_from": 0.52, "binding_to": 0.84,
+              "binding_reached": 3000, "refinement": None, "refinement_stable": None, "in_paper_order": True,
+              "notes": [], "last_step": 40000}
+    run = tmp_path / "seed-42"
+    run.mkdir()
+    (run / "analysis.json").write_text(json.dumps({"dynamics": {"phases": phases}}))
+    (note,) = phase_notes([Source("ours", [run], [], None, [])])
+    assert "bound at step 3,000 (1-var held-out ≥ 90%; the spike's interval ends at 2,900" in note
+    assert "refinement at none by the last step" in note

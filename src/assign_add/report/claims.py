@@ -153,7 +153,7 @@ def c1(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if acc is None:
         return _missing("C1", "0-var held-out accuracy")
     ok = p["addition"] < p["binding"] and acc >= k["C1_ZERO_VAR_HELDOUT_BEFORE_BINDING"]
-    detail = f"addition at {p['addition']}, binding at {p['binding']}; 0-var held-out {acc:.3f} at step {before}"
+    detail = f"addition at {p['addition']}, binding spike ending at {p['binding']}; 0-var held-out {acc:.3f} at step {before}"
     return ClaimResult("C1", float(p["addition"]), detail, _verdict(ok))
 
 
