@@ -150,3 +150,50 @@ def test_the_early_llc_is_sampled_once_per_run(tmp_path, monkeypatch):
     run = type("Run", (), {"root": tmp_path})()
     assert survival.cached_early_llc(run, 1500) == 7.5 and survival.cached_early_llc(run, 1500) == 7.5
     assert calls == [1500] and json.loads((tmp_path / "llc-1500.json").read_text()) == {"step": 1500, "llc": 7.5}
+
+
+def _study(seeds: range, low_binds: bool, horizon: int = 40_000) -> dict:
+    """A survival summary whose seeds bind exactly when their 1-var held-out accuracy at the early step is
+    low (``low_binds``) or high; every other measure is the same in every run (no information)."""
+    rows = []
+    for i, seed in enumerate(seeds):
+        bound = i % 2 == 0
+        acc = (0.2 if bound == low_binds else 0.4) + 0.001 * i
+        early = {k: 1.0 for k in FEATURES} | {"acc_1var_heldout": acc}
+        rows.append({"seed": seed, "bound_at": 3_000 if bound else None, "reached": 3_000 if bound else horizon,
+                     "early": early, "out": f"seed-{seed}", "early_step": 1500, "finished": True, "llc": None})
+    return {"horizon": horizon, "planned": len(rows), "rows": rows}
+
+
+def test_a_predictor_confirmed_on_fresh_seeds_and_refuted_when_the_sign_flips(tmp_path):
+    """Fitted on 20 runs where low accuracy means binding, scored on 10 fresh runs: where the fresh runs
+    follow the same rule, accuracy 1 and AUC 1 (a permutation reaches AUC 1 with probability 1/C(10,5) =
+    1/252, so p ≈ 0.004 < 0.05): confirmed; where they follow the opposite rule, AUC 0: not confirmed."""
+    from assign_add.sweep.survival import confirm, confirm_line
+
+    fit, same, flipped = tmp_path / "fit.json", tmp_path / "same.json", tmp_path / "flipped.json"
+    fit.write_text(json.dumps(_study(range(100, 120), low_binds=True)))
+    same.write_text(json.dumps(_study(range(200, 210), low_binds=True)))
+    flipped.write_text(json.dumps(_study(range(300, 310), low_binds=False)))
+    ok = confirm(fit, [same])
+    assert (ok["accuracy"], ok["base_rate"], ok["auc"], ok["confirmed"]) == (1.0, 0.5, 1.0, True)
+    assert ok["auc_p_value"] < 0.02 and ok["fresh_seeds"] == list(range(200, 210))
+    assert "confirmed" in confirm_line(ok) and "not confirmed" not in confirm_line(ok)
+    bad = confirm(fit, [flipped])
+    assert (bad["accuracy"], bad["auc"], bad["confirmed"]) == (0.0, 0.0, False)
+    both = confirm(fit, [same, flipped])
+    # the halves cancel but for the 0.001 offsets: 55 of the 100 (bound, unbound) pairs are ordered right
+    assert both["test_n"] == 20 and both["auc"] == 0.55 and both["confirmed"] is False
+
+
+def test_survival_confirm_refuses_what_is_not_a_fresh_comparable_study(tmp_path):
+    fit, again, short = tmp_path / "fit.json", tmp_path / "again.json", tmp_path / "short.json"
+    fit.write_text(json.dumps(_study(range(100, 120), low_binds=True)))
+    again.write_text(json.dumps(_study(range(110, 120), low_binds=True)))
+    short.write_text(json.dumps(_study(range(200, 210), low_binds=True, horizon=20_000)))
+    runner = CliRunner()
+    for test, message in ((again, "in both studies"), (short, "horizon 20,000"), (tmp_path / "none.json", "No such file")):
+        res = runner.invoke(app, ["survival-confirm", str(fit), str(test)])
+        assert res.exit_code == 2 and message in res.output, res.output
+    res = runner.invoke(app, ["survival-confirm", str(fit), str(fit.parent / "fit.json"), "--out", str(tmp_path / "c.json")])
+    assert res.exit_code == 2 and not (tmp_path / "c.json").exists(), "nothing written on a refusal"

@@ -141,3 +141,51 @@ def predictor_test(rows: list[dict[str, float]], bound: list[bool], early_step: 
                null_mean=float(np.mean(null)), auc={f: auc(x[:, j], y) for j, f in enumerate(features)})
     out["beats_null"] = bool(acc > out["base_rate"] and out["p_value"] < 0.05)
     return out
+
+
+# The confirmation on fresh seeds, fixed before any of them finished (2026-12-06, seeds 84-115): the
+# predictor fitted once on every run of the first study is scored on runs it never saw.  It is
+# confirmed when its accuracy there is above the base rate's (always guessing the first study's
+# commoner outcome) and the AUC of its score has a permutation p below 0.05 (the fresh outcomes
+# shuffled; one-sided, AUC > 0.5 being the direction the first study predicts).
+CONFIRM_PERMUTATIONS = 2000
+CONFIRM_ALPHA = 0.05
+
+
+def confirm_predictor(fit_rows: list[dict[str, float]], fit_bound: list[bool], test_rows: list[dict[str, float]],
+                      test_bound: list[bool], features: dict[str, str] = FEATURES,
+                      permutations: int = CONFIRM_PERMUTATIONS, seed: int = PERMUTATION_SEED) -> dict:
+    """Fit the standardised L2 logistic regression on ``fit_rows`` (standardised with their mean and sd),
+    score ``test_rows``: held-out accuracy against the base rate, and the AUC of the score with a
+    permutation p-value."""
+    def matrix(rows: list[dict[str, float]]) -> np.ndarray:
+        return np.asarray([[r[k] for k in features] for r in rows], dtype=float).reshape(len(rows), len(features))
+
+    x, y = matrix(fit_rows), np.asarray(fit_bound, dtype=float)
+    xt, yt = matrix(test_rows), np.asarray(test_bound, dtype=float)
+    out = {"fit_n": len(y), "fit_bound": int(y.sum()), "test_n": len(yt), "test_bound": int(yt.sum()),
+           "features": list(features), "l2": L2, "permutations": permutations, "alpha": CONFIRM_ALPHA,
+           "accuracy": None, "base_rate": None, "auc": None, "auc_p_value": None, "confirmed": None}
+    if len(y) < 4 or y.sum() in (0, len(y)):
+        out["why_not"] = "the first study needs at least 4 runs with both outcomes"
+        return out
+    if not len(yt):
+        out["why_not"] = "no finished fresh run yet"
+        return out
+    mu, sd = x.mean(0), x.std(0)
+    sd[sd == 0] = 1.0
+    w, b = fit_logistic((x - mu) / sd, y)
+    score = ((xt - mu) / sd) @ w + b
+    majority = float(y.mean() >= 0.5)
+    out.update(accuracy=float(((score > 0) == (yt == 1)).mean()), base_rate=float((yt == majority).mean()),
+               base_rate_guess="bound" if majority else "not bound")
+    if yt.sum() in (0, len(yt)):
+        out["why_not"] = "the fresh runs have one outcome only: no AUC"
+        out["confirmed"] = False
+        return out
+    value = auc(score, yt)
+    rng = np.random.default_rng(seed)
+    null = np.asarray([auc(score, rng.permutation(yt)) for _ in range(permutations)])
+    p = (1 + int((null >= value).sum())) / (1 + permutations)
+    out.update(auc=value, auc_p_value=p, confirmed=bool(out["accuracy"] > out["base_rate"] and p < CONFIRM_ALPHA))
+    return out

@@ -172,3 +172,21 @@ def survival_cmd(
         console.print(f"the LLC alone (step {pred['early_step']:,}): leave-one-out accuracy {pred['loo_accuracy']:.2f} "
                       f"vs base rate {pred['base_rate']:.2f}, permutation p = {pred['p_value']:.3f}", highlight=False)
     console.print(f"wrote {Path(out) / 'survival.json'} and survival.md", highlight=False)
+
+
+@app.command("survival-confirm")
+@user_errors
+def survival_confirm_cmd(
+    fit: Path = typer.Argument(..., help="the first study's survival.json (the predictor is fitted on it)"),
+    tests: list[Path] = typer.Argument(..., help="fresh seeds' survival.json file(s), scored"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the result as JSON here"),
+) -> None:
+    """Score the early predictor, fitted once on one survival study, on fresh seeds (pre-registered rule)."""
+    from assign_add.io import atomic_write_json
+    from assign_add.sweep.survival import confirm, confirm_line
+
+    res = confirm(fit, tests)
+    console.print(confirm_line(res), highlight=False, soft_wrap=True)
+    if out is not None:
+        atomic_write_json(out, res)
+        console.print(f"wrote {out}", highlight=False)

@@ -16,7 +16,14 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from assign_add.analysis.early import EARLY_STEP, LLC_FEATURES, early_llc, early_measures, predictor_test
+from assign_add.analysis.early import (
+    EARLY_STEP,
+    LLC_FEATURES,
+    confirm_predictor,
+    early_llc,
+    early_measures,
+    predictor_test,
+)
 from assign_add.analysis.timing import binding_survival, wilson_interval
 from assign_add.io import atomic_write_json, atomic_write_text
 from assign_add.run import RunDir, RunError
@@ -237,3 +244,59 @@ def run_survival(jobs: list[SeedJob], out: Path, horizon: int, workers: int, com
     Path(out).mkdir(parents=True, exist_ok=True)
     results = run_pool([(run_seed, (j,)) for j in jobs], workers=workers, threads=1, poll=update)
     return write_summary(out, results, horizon, command, len(jobs))
+
+
+def resolved_rows(summary: dict) -> list[tuple[SeedRow, bool]]:
+    """The finished runs of a saved summary whose outcome at its horizon is known, with that outcome."""
+    rows = [SeedRow(**r) for r in summary["rows"]]
+    known = [(r, bound_by(r, summary["horizon"])) for r in rows if r.finished]
+    return [(r, b) for r, b in known if b is not None]
+
+
+def read_summary(path: Path) -> dict:
+    """A ``survival.json`` written by the survival command; a RunError for anything else."""
+    try:
+        summary = json.loads(Path(path).read_text())
+    except json.JSONDecodeError as exc:
+        raise RunError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
+    if not isinstance(summary, dict) or not {"horizon", "planned", "rows"} <= set(summary):
+        raise RunError(f"{path}: not a survival summary (no horizon, planned and rows)")
+    return summary
+
+
+def confirm(fit: Path, tests: list[Path]) -> dict:
+    """The early predictor fitted on the first study's ``survival.json`` and scored on fresh seeds' summaries
+    (:func:`assign_add.analysis.early.confirm_predictor`).  The studies must share the horizon and the early
+    step, and no seed may be in both."""
+    first, fresh = read_summary(fit), [read_summary(t) for t in tests]
+    for t, summary in zip(tests, fresh):
+        if summary["horizon"] != first["horizon"]:
+            raise RunError(f"{t}: horizon {summary['horizon']:,}, but the first study's is {first['horizon']:,}")
+    fit_rows = resolved_rows(first)
+    test_rows = [rb for summary in fresh for rb in resolved_rows(summary)]
+    steps = {r.early_step for r, _ in fit_rows + test_rows}
+    if len(steps) > 1:
+        raise RunError(f"the studies measured at different early steps ({', '.join(map(str, sorted(steps)))})")
+    shared = sorted({r.seed for r, _ in fit_rows} & {r.seed for r, _ in test_rows})
+    if shared:
+        raise RunError(f"seed(s) {', '.join(map(str, shared))} in both studies: fresh seeds must be new")
+    out = confirm_predictor([r.early for r, _ in fit_rows], [b for _, b in fit_rows],
+                            [r.early for r, _ in test_rows], [b for _, b in test_rows])
+    out.update(fit=str(fit), tests=[str(t) for t in tests], horizon=first["horizon"],
+               fresh_seeds=sorted(r.seed for r, _ in test_rows),
+               fresh_planned=sum(s["planned"] for s in fresh))
+    return out
+
+
+def confirm_line(c: dict) -> str:
+    """One sentence: what was fitted, what it was scored on, and the pre-registered verdict."""
+    head = (f"The early predictor fitted on {c['fit_n']} runs ({c['fit_bound']} bound) and scored on "
+            f"{c['test_n']} fresh seeds ({c['test_bound']} bound by {c['horizon']:,}; {c['fresh_planned']} planned): ")
+    if c["accuracy"] is None:
+        return head + f"not scored ({c['why_not']})."
+    line = head + f"accuracy {c['accuracy']:.2f} vs base rate {c['base_rate']:.2f} (always '{c['base_rate_guess']}')"
+    if c["auc"] is None:
+        return line + f"; {c['why_not']}. Not confirmed."
+    verdict = "confirmed" if c["confirmed"] else "not confirmed"
+    return line + (f", AUC {c['auc']:.2f} (permutation p = {c['auc_p_value']:.4f}, {c['permutations']} shuffles): "
+                   f"{verdict} (needs accuracy above the base rate and p < {c['alpha']}).")
