@@ -51,8 +51,34 @@ def test_hand_made_routing_pattern(pools):
     first[:, -1, lpos] = first[:, -1, rpos] = 0.5
     res = scores_from_patterns(first, last, batch, vocab)
     assert (res.prev_token, res.eq_to_operands, res.routing_acc, res.routing_mass) == (1.0, 1.0, 1.0, 1.0)
+    assert (res.routing_acc_2var, res.summand_routing, res.summand_mass) == (1.0, 1.0, 1.0)
     swapped = np.roll(last, 1, axis=2)  # everything one key to the right: wrong tokens
     assert scores_from_patterns(first, swapped, batch, vocab).routing_acc == 0.0
+
+
+def test_hand_made_summand_routing_in_one_variable_sequences(pools):
+    """1-var sequences whose final '=' attends 0.5 to the constant operand and 0.4 to the bound value
+    (the layer-2 pattern of the released run): the bound-values-only routing scores every one a miss,
+    the summand routing a hit; moving the 0.4 to a wrong key makes both miss."""
+    cfg, vocab, sets = pools
+    batch = sets["1var_train"]
+    pos = find_positions(batch, vocab)
+    lpos, rpos = vocab.operand_positions()
+    b, t = batch.tokens.shape
+    var_left = pos.lhs_value_pos >= 0
+    bound = np.where(var_left, pos.lhs_value_pos, pos.rhs_value_pos)
+    constant = np.where(var_left, rpos, lpos)
+    last = np.zeros((b, t, t))
+    last[np.arange(b), -1, constant] = 0.5
+    last[np.arange(b), -1, bound] = 0.4
+    first = np.zeros((b, t, t))
+    res = scores_from_patterns(first, last, batch, vocab)
+    assert (res.routing_acc, res.routing_acc_1var, res.summand_routing) == (0.0, 0.0, 1.0)
+    assert res.summand_mass == pytest.approx(0.9) and np.isnan(res.routing_acc_2var)
+    wrong = last.copy()
+    wrong[np.arange(b), -1, bound] = 0.0
+    wrong[np.arange(b), -1, 0] = 0.4  # position 0 is a padding or assignment token, never a summand
+    assert scores_from_patterns(first, wrong, batch, vocab).summand_routing == 0.0
 
 
 def test_hand_made_fourier_neuron():

@@ -21,6 +21,7 @@ from assign_add.report.claims import (
     HOLDS,
     MIXED,
     NEEDS_BINDING,
+    NOT_MEASURED,
     aggregate,
     evaluate_claims,
 )
@@ -45,7 +46,7 @@ def raw_evidence() -> dict:
         "final_exhaustive": {"0var_heldout_all": 0.995, "2var_union": 0.98},
         "prev_token": ck(0.2, 0.95, 1600), "prev_token_argmax": ck(0.3, 1.0, 1000),
         "eq_to_left": ck(0.1, 0.45, 1600), "eq_to_right": ck(0.8, 0.4, 1600),
-        "routing_acc": ck(0.1, 0.97, 1600), "qk2_identity": ck(0.2, 1.0, 1000),
+        "routing_acc": ck(0.1, 0.97, 1600), "summand_routing": ck(0.1, 0.98, 1600), "qk2_identity": ck(0.2, 1.0, 1000),
         "representation": {"matched_mean": 0.96, "shuffled_mean": 0.12, "other_sum_mean": 0.5,
                            "centred_matched_mean": 0.8, "centred_shuffled_mean": 0.0, "centred_other_sum_mean": 0.2},
         "representation_heldout": {"matched_mean": 0.95, "shuffled_mean": 0.12, "other_sum_mean": 0.5,
@@ -75,7 +76,8 @@ def build(ev: dict) -> dict:
     a["attention"] = {"by_step": {str(c): {
         "prev_token": ev["prev_token"][c], "prev_token_argmax": ev["prev_token_argmax"][c],
         "eq_to_left": ev["eq_to_left"][c], "eq_to_right": ev["eq_to_right"][c], "routing_acc": ev["routing_acc"][c],
-        "routing_mass": 0.5}
+        "routing_mass": 0.5, "routing_acc_1var": ev["routing_acc"][c], "routing_acc_2var": ev["routing_acc"][c],
+        "summand_routing": ev["summand_routing"][c], "summand_mass": 0.8}
         for c in CHECKPOINTS}}
     a["weights"] = {"by_step": {str(c): {"qk2_identity": ev["qk2_identity"][c], "qk2_margin": 1.0}
                                 for c in CHECKPOINTS}}
@@ -275,10 +277,26 @@ def test_the_fastest_change_is_per_step_not_per_interval():
 
 def test_c10_needs_the_routing_too():
     ev = raw_evidence()
-    ev["routing_acc"] = {c: (0.1 if c < 1600 else 0.5) for c in CHECKPOINTS}  # still jumps at the spike
+    ev["summand_routing"] = {c: (0.1 if c < 1600 else 0.5) for c in CHECKPOINTS}  # still jumps at the spike
     res = evaluate_claims(build(ev))
-    assert res["C10"].verdict == FAILS and "layer-2 routing 0.500" in res["C10"].detail
+    assert res["C10"].verdict == FAILS and "layer-2 routing to the summands 0.500" in res["C10"].detail
     assert {k for k, r in res.items() if r.verdict != HOLDS} == {"C10"}
+
+
+def test_c10_routing_to_both_summands_and_the_verdict_under_the_measure_before():
+    """The released run's pattern: every sequence's = attends to its two summands (1.0), but in 1-var
+    sequences the constant operand outranks the bound value half the time (bound values alone: 0.47).
+    C10 holds under the summand measure; the report also gives the verdict under the one before."""
+    ev = raw_evidence()
+    ev["routing_acc"] = {c: (0.1 if c < 1600 else 0.47) for c in CHECKPOINTS}
+    ev["summand_routing"] = {c: (0.1 if c < 1600 else 1.0) for c in CHECKPOINTS}
+    res = evaluate_claims(build(ev))["C10"]
+    assert res.verdict == HOLDS and "to the bound values alone 0.470" in res.detail
+    assert res.under_previous.startswith(f"{FAILS} without C10_SUMMANDS (changed after")
+    older = build(ev)
+    for row in older["attention"]["by_step"].values():
+        del row["summand_routing"]
+    assert evaluate_claims(older)["C10"].verdict == NOT_MEASURED, "an analysis from before the measure is not judged"
 
 
 def test_c3_reads_each_restricted_curve_for_a_plateau_then_a_jump():

@@ -26,7 +26,8 @@ def phase_markers(analysis: dict) -> dict[str, float]:
 def _by_step(analysis: dict, name: str, keys: list[str], title: str, ylabel: str) -> Line:
     by = analysis[name]["by_step"]
     steps = sorted(int(s) for s in by)
-    series = {k: [by[str(s)][k] for s in steps] for k in keys}
+    present = [k for k in keys if all(k in by[str(s)] for s in steps)]  # older analyses lack newer measures
+    series = {k: [by[str(s)][k] for s in steps] for k in present}
     return Line(title, steps, series, ylabel=ylabel, markers=phase_markers(analysis))
 
 
@@ -62,8 +63,10 @@ def dynamics_charts(analysis: dict, markers: dict[str, float]) -> dict[str, Char
 
 def attention_charts(analysis: dict, markers: dict[str, float]) -> dict[str, Chart]:
     out: dict[str, Chart] = {"attention": _by_step(
-        analysis, "attention", ["prev_token", "eq_to_left", "eq_to_right", "routing_acc", "routing_mass"],
-        "Attention: layer-1 previous-token, layer-1 = → each operand, layer-2 routing", "score")}
+        analysis, "attention", ["prev_token", "eq_to_left", "eq_to_right", "routing_acc", "routing_mass",
+                                   "summand_routing"],
+        "Attention: layer-1 previous-token, layer-1 = → each operand, layer-2 routing (bound values; summands)",
+        "score")}
     ex = analysis["attention"].get("example")
     if ex:
         for layer, pattern in enumerate(ex["patterns"]):

@@ -330,17 +330,17 @@ def c9(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
 
 
 def c10(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
-    if "attention" not in a or "weights" not in a:
-        return _missing("C10", "attention or weights")
-    final = str(a["final_step"])
-    att, w = a["attention"]["by_step"].get(final), a["weights"]["by_step"].get(final)
-    if att is None or w is None:
-        return _missing("C10", "final-checkpoint attention/weights")
+    final = str(a.get("final_step"))
+    att, w = (a.get(part, {}).get("by_step", {}).get(final) for part in ("attention", "weights"))
+    if att is None or w is None or "summand_routing" not in att:  # (an analysis from before summand routing)
+        return _missing("C10", "final-checkpoint attention (with summand routing) and weights")
+    routing = att["summand_routing"] if k["C10_SUMMANDS"] >= 0.5 else att["routing_acc"]
     ok = (att["prev_token_argmax"] >= k["C10_PREV_TOKEN"] and w["qk2_identity"] >= k["C10_QK_IDENTITY"]
-          and att["routing_acc"] >= k["C10_ROUTING"])
+          and routing >= k["C10_ROUTING"])
     detail = (f"previous-token argmax {att['prev_token_argmax']:.3f} (mean weight {att['prev_token']:.3f}); "
-              f"QK₂ identity {w['qk2_identity']:.3f} (margin {w['qk2_margin']:.2f}); layer-2 routing "
-              f"{att['routing_acc']:.3f}")
+              f"QK₂ identity {w['qk2_identity']:.3f} (margin {w['qk2_margin']:.2f}); layer-2 routing to the summands "
+              f"{att['summand_routing']:.3f} (mass {att['summand_mass']:.2f}); to the bound values alone "
+              f"{att['routing_acc']:.3f} (1-var {att['routing_acc_1var']:.3f}, 2-var {att['routing_acc_2var']:.3f})")
     return ClaimResult("C10", float(w["qk2_identity"]), detail, _verdict(ok))
 
 
@@ -443,8 +443,8 @@ CLAIMS = [
     Claim("C10", "Layer-1 is a previous-token head for values; layer-2 QK is an identity over variables",
           "previous-token head; strong QK₂ diagonal",
           f"final: value tokens' top key is their variable in ≥ {C10_PREV_TOKEN:.0%}, QK₂ through OV₁ has its "
-          f"row maximum on the diagonal for ≥ {C10_QK_IDENTITY:.0%} of variables, and the final = routes (its top "
-          f"layer-2 keys are exactly the bound values) in ≥ {CUT_VALUES['C10_ROUTING']:.0%} of variable sequences",
+          f"row maximum on the diagonal for ≥ {C10_QK_IDENTITY:.0%} of variables, and the final = routes (its top two "
+          f"layer-2 keys are the two summands' value tokens) in ≥ {CUT_VALUES['C10_ROUTING']:.0%} of sequences",
           figures=("weights", "qk2", "probes"), measure=c10),
     Claim("C11", "The negative gradient on QK₂ forms associative-memory (identity) blocks", "theory",
           f"at the checkpoints before binding where the theory's preconditions hold (previous-token argmax ≥ "
