@@ -92,16 +92,19 @@ def scores_from_patterns(first: np.ndarray, last: np.ndarray, batch: Batch, voca
         mass.append(final[i, list(want)].sum())
     hits_by = {n: [h for h, v in zip(hits, n_var[has]) if v == n] for n in (1, 2)}
     summands = np.where(bound >= 0, bound, np.array([lpos, rpos]))  # [B, 2]: where each summand's value is
-    s_hits = [set(order[i, : len(set(row))].tolist()) == set(row) for i, row in enumerate(summands.tolist())]
-    s_mass = [final[i, sorted(set(row))].sum() for i, row in enumerate(summands.tolist())]
+    s_hits, s_mass = [], []
+    for i, row in enumerate(summands.tolist()):
+        want = set(row)
+        s_hits.append(set(order[i, : len(want)].tolist()) == want)
+        s_mass.append(final[i, sorted(want)].sum())
     return AttentionResult(
         prev_token=prev_mean,
         prev_token_argmax=prev_argmax,
         eq_to_operands=float(eq_mass.mean()),
         eq_to_left=float(eq[:, lpos].mean()),
         eq_to_right=float(eq[:, rpos].mean()),
-        routing_acc=float(np.mean(hits)) if hits else float("nan"),
-        routing_mass=float(np.mean(mass)) if mass else float("nan"),
+        routing_acc=_mean(hits),
+        routing_mass=_mean(mass),
         routing_acc_1var=_mean(hits_by[1]),
         routing_acc_2var=_mean(hits_by[2]),
         summand_routing=_mean(s_hits),

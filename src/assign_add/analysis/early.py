@@ -96,14 +96,25 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2, iters: int = 50) 
     return w[:-1], float(w[-1])
 
 
+def feature_matrix(rows: list[dict[str, float]], features: dict[str, str] = FEATURES) -> np.ndarray:
+    """``[runs, features]``: each run's measures in the order of ``features``."""
+    return np.asarray([[r[k] for k in features] for r in rows], dtype=float).reshape(len(rows), len(features))
+
+
+def standardiser(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sd of each column of ``x`` (an sd of 0 taken as 1, so a constant measure adds nothing)."""
+    mu, sd = x.mean(0), x.std(0)
+    sd[sd == 0] = 1.0
+    return mu, sd
+
+
 def loo_accuracy(x: np.ndarray, y: np.ndarray, l2: float = L2) -> float:
     """Leave-one-out accuracy of the standardised L2 logistic regression (standardised on the training
     fold only, so the held-out run leaks nothing)."""
     hits = 0
     for i in range(len(y)):
         keep = np.arange(len(y)) != i
-        mu, sd = x[keep].mean(0), x[keep].std(0)
-        sd[sd == 0] = 1.0
+        mu, sd = standardiser(x[keep])
         w, b = fit_logistic((x[keep] - mu) / sd, y[keep], l2)
         guess = float(((x[i] - mu) / sd) @ w + b) > 0
         hits += guess == bool(y[i])
@@ -125,8 +136,7 @@ def predictor_test(rows: list[dict[str, float]], bound: list[bool], early_step: 
     """Leave-one-out accuracy of predicting ``bound`` from the early measures named in ``features``,
     against the base rate and a permutation null; and each measure's AUC on its own (descriptive when
     there are several)."""
-    x = np.asarray([[r[k] for k in features] for r in rows], dtype=float).reshape(len(rows), len(features))
-    y = np.asarray(bound, dtype=float)
+    x, y = feature_matrix(rows, features), np.asarray(bound, dtype=float)
     n, k = len(y), int(y.sum())
     out = {"n": n, "bound": k, "features": list(features), "l2": L2, "early_step": early_step,
            "base_rate": max(k, n - k) / n if n else None, "loo_accuracy": None, "p_value": None,
@@ -158,11 +168,8 @@ def confirm_predictor(fit_rows: list[dict[str, float]], fit_bound: list[bool], t
     """Fit the standardised L2 logistic regression on ``fit_rows`` (standardised with their mean and sd),
     score ``test_rows``: held-out accuracy against the base rate, and the AUC of the score with a
     permutation p-value."""
-    def matrix(rows: list[dict[str, float]]) -> np.ndarray:
-        return np.asarray([[r[k] for k in features] for r in rows], dtype=float).reshape(len(rows), len(features))
-
-    x, y = matrix(fit_rows), np.asarray(fit_bound, dtype=float)
-    xt, yt = matrix(test_rows), np.asarray(test_bound, dtype=float)
+    x, y = feature_matrix(fit_rows, features), np.asarray(fit_bound, dtype=float)
+    xt, yt = feature_matrix(test_rows, features), np.asarray(test_bound, dtype=float)
     out = {"fit_n": len(y), "fit_bound": int(y.sum()), "test_n": len(yt), "test_bound": int(yt.sum()),
            "features": list(features), "l2": L2, "permutations": permutations, "alpha": CONFIRM_ALPHA,
            "accuracy": None, "base_rate": None, "auc": None, "auc_p_value": None, "confirmed": None}
@@ -172,8 +179,7 @@ def confirm_predictor(fit_rows: list[dict[str, float]], fit_bound: list[bool], t
     if not len(yt):
         out["why_not"] = "no finished fresh run yet"
         return out
-    mu, sd = x.mean(0), x.std(0)
-    sd[sd == 0] = 1.0
+    mu, sd = standardiser(x)
     w, b = fit_logistic((x - mu) / sd, y)
     score = ((xt - mu) / sd) @ w + b
     majority = float(y.mean() >= 0.5)
