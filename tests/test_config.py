@@ -70,3 +70,32 @@ def test_override_values_are_coerced_to_field_types(f, steps, mod):
     cfg = C.resolve("paper", overrides=[f"task.f={f!r}", f"train.steps={steps}", f"task.modulus={mod}"])
     assert cfg.task.f == pytest.approx(f) and cfg.train.steps == steps and cfg.task.modulus == mod
     assert isinstance(cfg.train.steps, int) and isinstance(cfg.task.f, float)
+
+
+@pytest.mark.parametrize(
+    "compiled, on_cuda, flags, expected",
+    [
+        (True, False, {"avx512f", "amx_bf16"}, "bf16"),  # compiled on a CPU with AMX: measured 1.30x
+        (True, False, {"avx512f", "avx512_bf16"}, "bf16"),
+        (False, False, {"avx512f", "amx_bf16"}, "fp32"),  # eager bf16 measured slower than eager fp32
+        (True, False, {"avx2", "avx512f"}, "fp32"),  # bf16 would be emulated
+        (True, False, set(), "fp32"),  # no /proc/cpuinfo (not Linux)
+        (False, True, set(), "bf16"),  # CUDA: the authors' precision
+    ],
+)
+def test_auto_precision_chooses_bf16_only_where_it_was_measured_to_pay(compiled, on_cuda, flags, expected):
+    assert C.auto_precision(compiled, on_cuda, frozenset(flags)) == expected
+
+
+def test_validate_settles_auto_and_keeps_an_explicit_precision():
+    cpu = ["train.device=cpu"]
+    eager = C.resolve("paper", overrides=cpu)
+    compiled = C.resolve("paper", overrides=[*cpu, "train.compile=true"]) if C.has_c_compiler() else None
+    assert eager.train.precision == "fp32"
+    if compiled is not None:
+        assert compiled.train.precision == C.auto_precision(True, False, C.cpu_flags())
+    assert C.resolve("paper", overrides=[*cpu, "train.precision=bf16"]).train.precision == "bf16"
+    assert C.resolve("paper", overrides=[*cpu, "train.compile=true", "train.precision=fp32"]
+                     if C.has_c_compiler() else cpu).train.precision == "fp32"
+    with pytest.raises(ConfigError, match="^train.precision:"):
+        C.resolve("paper", overrides=["train.precision=fp16"])

@@ -203,3 +203,30 @@ def test_straightforward_baseline_computes_the_same_function(act_fn):
     naive = StraightforwardTransformer(model.cfg).load_from(model)
     tokens = torch.as_tensor(Sampler(cfg.task, 0).batch(0, 64).tokens)
     assert _rel(naive(tokens), model(tokens)) < 1e-5
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bf16_autocast_keeps_softmax_in_float32_and_logits_within_bf16_rounding(seed):
+    """Under bf16 autocast (``train.precision=bf16``) the engine's matmuls run in bf16 but its softmaxes in
+    float32, as CUDA autocast does, and the logits stay within bf16 rounding of the float32 ones.
+
+    Basis: bf16's unit roundoff is u = 2^-8 ≈ 0.0039; the path from the embeddings to the logits rounds
+    about 8 times (tables, two attention mixes, OV, MLP in and out, unembedding), so 8u = 0.031 relative;
+    with the weights ×3 (sharp attention, as in the float64 test) it measured 0.009-0.011 on a machine of
+    this type.  A softmax left in bf16 or a wrong row gives errors of 0.1 or more."""
+    from assign_add.model import fast
+
+    cfg = preset("paper")
+    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(3.0)
+    tokens = torch.as_tensor(Sampler(cfg.task, seed).batch(0, 512).tokens)
+    with torch.no_grad():
+        ref = fast_answer_logits(model, tokens)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logits = fast_answer_logits(model, tokens)
+            x = torch.cat([model.embed.W_E, model.pos_embed.W_pos[: tokens.shape[1]]])
+            pattern0 = fast._layer0_pattern(model.blocks[0].attn, x, tokens)
+    assert logits.dtype == torch.bfloat16 and pattern0.dtype == torch.float32
+    assert _rel(logits.float(), ref) < 8 * 2.0**-8

@@ -131,8 +131,9 @@ def test_asking_for_cuda_without_it_is_a_clear_error(tmp_path):
 
 @pytest.mark.slow
 def test_compiled_training_matches_eager(tmp_path):
-    """train.compile=true runs the same engine through torch.compile: same model up to float rounding."""
-    base = ("train.steps=20", "train.eval_every=10", "train.batch_size=64", "train.threads=1")
+    """train.compile=true runs the same engine through torch.compile: same model up to float rounding
+    (both in fp32: ``auto`` would give the compiled run bf16 on a CPU with bf16 instructions)."""
+    base = ("train.steps=20", "train.eval_every=10", "train.batch_size=64", "train.threads=1", "train.precision=fp32")
     eager = train(small_paper_cfg(*base), tmp_path / "eager")
     compiled = train(small_paper_cfg(*base, "train.compile=true"), tmp_path / "compiled")
     a = load_file(str(tmp_path / "eager" / "checkpoints" / "step_000020.safetensors"))
@@ -141,6 +142,33 @@ def test_compiled_training_matches_eager(tmp_path):
         assert torch.allclose(a[k], b[k], rtol=1e-3, atol=1e-4), k
     assert compiled.final_metrics["train_loss"] == pytest.approx(eager.final_metrics["train_loss"], abs=1e-4)
     assert (tmp_path / "compiled" / "config.toml").read_text().count("compile = true") == 1
+
+
+@pytest.mark.slow
+def test_compiled_auto_precision_run_is_recorded_settled_and_reproducible(tmp_path):
+    """``train.precision=auto`` is written to config.toml as what it chose on this machine, and the same seed
+    twice gives the same weights, bit for bit (same machine, one thread) in that precision too."""
+    from assign_add.config import auto_precision, cpu_flags, has_c_compiler
+
+    if not has_c_compiler():
+        pytest.skip("torch.compile on a CPU needs a C compiler")
+    base = ("train.steps=20", "train.eval_every=10", "train.batch_size=64", "train.threads=1", "train.device=cpu",
+            "train.compile=true")
+    chosen = auto_precision(True, False, cpu_flags())
+    for name in ("a", "b"):
+        train(small_paper_cfg(*base), tmp_path / name)
+        assert open_run(tmp_path / name).config().train.precision == chosen
+        assert f'precision = "{chosen}"' in (tmp_path / name / "config.toml").read_text()
+    a = load_file(str(tmp_path / "a" / "checkpoints" / "step_000020.safetensors"))
+    b = load_file(str(tmp_path / "b" / "checkpoints" / "step_000020.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_precision_must_be_settled_before_training():
+    from assign_add.train.trainer import precision_context
+
+    with pytest.raises(ValueError, match="settled"):
+        precision_context("auto", torch.device("cpu"))
 
 
 def test_compile_without_a_c_compiler_is_a_clear_error(monkeypatch):

@@ -5,6 +5,8 @@ Figures are printed, never asserted: the benchmark is a command (``assign-add be
 
 from __future__ import annotations
 
+import contextlib
+
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -126,19 +128,43 @@ def matmul_peak_gflops(device: torch.device, dtype: torch.dtype, shape: tuple[in
     return 2 * m * k * n * repeats / (time.perf_counter() - t0) / 1e9
 
 
-def bench_compile(cfg: RunConfig, steps: int = 50) -> tuple[StepBench, StepBench, float]:
-    """(eager engine, compiled engine, seconds the first compiled steps took) -- ``train.compile``."""
+@contextlib.contextmanager
+def torch_threads(n: int):
+    """Run the block with ``n`` torch threads (0: leave as is), then restore the count."""
+    before = torch.get_num_threads()
+    if n > 0:
+        torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def bench_compile(cfg: RunConfig, steps: int = 50, precisions: tuple[str, ...] = ("fp32", "bf16"),
+                  threads: int = 1) -> tuple[StepBench, list[StepBench], float]:
+    """(eager fp32 engine, the compiled engine in each precision, seconds the first compiled fp32 steps took)
+    -- ``train.compile``; the bf16 row is what ``train.precision=auto`` weighs against fp32.  Measured with
+    ``threads`` torch threads: one, as reproduce, the sweeps and survival run every training process."""
+    with torch_threads(threads):
+        return _bench_compile(cfg, steps, precisions)
+
+
+def _bench_compile(cfg: RunConfig, steps: int, precisions: tuple[str, ...]) -> tuple[StepBench, list[StepBench], float]:
     from assign_add.model.fast import compiled_answer_logits
 
     eager_model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
     eager = bench_step("engine", eager_model, lambda tok: fast_answer_logits(eager_model, tok), cfg, steps)
-    model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
-    forward = compiled_answer_logits()
     tokens = torch.as_tensor(Sampler(cfg.task, cfg.train.seed).batch(0, cfg.train.batch_size).tokens)
-    t0 = time.perf_counter()
-    forward(model, tokens).sum().backward()
-    warmup = time.perf_counter() - t0
-    compiled = bench_step("engine + torch.compile", model, lambda tok: forward(model, tok), cfg, steps)
+    compiled, warmup = [], 0.0
+    for precision in precisions:
+        model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
+        forward = compiled_answer_logits()
+        t0 = time.perf_counter()
+        with precision_context(precision, torch.device("cpu")):
+            forward(model, tokens).float().sum().backward()
+        warmup = warmup or time.perf_counter() - t0
+        compiled.append(bench_step("engine + torch.compile", model, lambda tok, m=model, f=forward: f(m, tok), cfg,
+                                   steps, precision))
     return eager, compiled, warmup
 
 

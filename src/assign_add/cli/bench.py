@@ -53,10 +53,7 @@ def bench_cmd(
     if "train" in parts:
         step_ms = _print_train_bench(bench, cfg, steps)
     if "compile" in parts:
-        eager, compiled, warmup = bench.bench_compile(cfg, steps)
-        console.print(f"engine: {eager.seq_per_s:,.0f} sequences/s; with torch.compile (train.compile=true): "
-                      f"{compiled.seq_per_s:,.0f} sequences/s, {compiled.seq_per_s / eager.seq_per_s:.2f}x "
-                      f"after {warmup:.0f} s compiling", highlight=False)
+        _print_compile(bench, cfg, steps)
     if "profile" in parts:
         _print_profile(bench, cfg, steps)
     if "paths" in parts:
@@ -107,6 +104,21 @@ def _print_train_bench(bench, cfg: RunConfig, steps: int) -> float:
     return f32.ms_per_step
 
 
+
+
+def _print_compile(bench, cfg: RunConfig, steps: int) -> None:
+    """Eager vs compiled engine, and compiled bf16 vs fp32: the measurement behind ``train.precision=auto``."""
+    from assign_add.config import auto_precision, cpu_flags
+
+    eager, (f32, bf), warmup = bench.bench_compile(cfg, steps)
+    console.print(f"one torch thread (as each training process of reproduce, sweep and survival): "
+                  f"engine {eager.seq_per_s:,.0f} sequences/s; with torch.compile (train.compile=true): "
+                  f"{f32.seq_per_s:,.0f} sequences/s, {f32.seq_per_s / eager.seq_per_s:.2f}x "
+                  f"after {warmup:.0f} s compiling", highlight=False)
+    device = bench.resolve_device(cfg.train.device)
+    chosen = auto_precision(True, device.type == "cuda", cpu_flags())
+    console.print(f"compiled engine in bf16 autocast: {bf.seq_per_s:,.0f} sequences/s, {bf.seq_per_s / f32.seq_per_s:.2f}x "
+                  f"compiled fp32; train.precision=auto gives a compiled run {chosen} on this machine", highlight=False)
 
 
 PATH_GAIN_TO_KEEP = 1.3  # issue 22: a second exact forward stays only for a measured gain of at least this

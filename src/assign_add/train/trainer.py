@@ -21,7 +21,7 @@ from typing import Callable
 
 import torch
 
-from assign_add.config import RunConfig
+from assign_add.config import RunConfig, settle_precision
 from assign_add.io import append_jsonl, append_line
 from assign_add.lock import RunLock
 from assign_add.model.fast import (
@@ -232,7 +232,9 @@ def autocast_for(cfg: RunConfig, device: torch.device):
 
 
 def precision_context(precision: str, device: torch.device):
-    """bf16 autocast on ``device`` for ``precision == "bf16"``, else nothing."""
+    """bf16 autocast on ``device`` for ``precision == "bf16"``, else nothing (settle ``auto`` first)."""
+    if precision == "auto":
+        raise ValueError("precision 'auto' must be settled for this machine first (config.settle_precision)")
     if precision == "bf16":
         return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
     return contextlib.nullcontext()
@@ -250,6 +252,7 @@ def train(
     """Train ``cfg`` into run directory ``out``.  ``stop_after`` ends early (for tests/benchmarks).
     ``phase_marks`` (records → {phase: step}) gives the phase marks sent to TensorBoard / W&B at the end
     (``assign_add.analysis.dynamics.phase_marks``; training itself detects no phases)."""
+    cfg = settle_precision(cfg)  # recorded as fp32 or bf16, never "auto"
     t = cfg.train
     device = resolve_device(t.device)
     if t.threads > 0:
@@ -283,6 +286,7 @@ def replay(cfg: RunConfig, partitions, until: int, device: torch.device,
     the same step as :func:`train` (evaluations and checkpoints do not touch the numbers), so on the
     device that trained it the weights are the run's own, bit for bit.  ``at(step, model, opt)`` is
     called after every update and before the first."""
+    cfg = settle_precision(cfg)
     t = cfg.train
     model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=t.weights_seed).to(device)
     opt = make_optimizer(model, cfg)
