@@ -25,9 +25,12 @@ from assign_add.config import ConfigError, RunConfig
 def bench_cmd(
     overrides: Optional[list[str]] = OverridesArg,
     what: str = typer.Option("data,train,eval", "--what",
-                             help="comma-separated: data, train, eval, compile, profile, paths, explore (needs --run)"),
+                             help="comma-separated: data, train, eval, compile, profile, paths, explore, precision "
+                                  "(the last two need --run)"),
     steps: int = typer.Option(50, "--steps", help="timed training steps per implementation"),
-    run_dir: Optional[Path] = typer.Option(None, "--run", help="run directory for --what explore"),
+    run_dir: Optional[Path] = typer.Option(None, "--run", help="run directory for --what explore / precision"),
+    at: Optional[str] = typer.Option(None, "--at", help="checkpoint steps for --what precision, e.g. 5401,40000 "
+                                     "(default: the last)"),
     preset: str = PresetOpt,
     config_file: Optional[Path] = ConfigOpt,
 ) -> None:
@@ -40,11 +43,12 @@ def bench_cmd(
     if steps < 1:
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     parts = {w.strip() for w in what.split(",")}
-    unknown = parts - {"data", "train", "eval", "compile", "profile", "paths", "explore"}
+    unknown = parts - {"data", "train", "eval", "compile", "profile", "paths", "explore", "precision"}
     if unknown:
         raise ConfigError("--what", f"unknown benchmark {', '.join(sorted(unknown))}")
-    if "explore" in parts and run_dir is None:
-        raise ConfigError("--run", "--what explore needs --run RUN (a run directory to serve)")
+    for needs_run in sorted(parts & {"explore", "precision"}):
+        if run_dir is None:
+            raise ConfigError("--run", f"--what {needs_run} needs --run RUN (a run directory)")
     console.print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {cfg.train.batch_size}", highlight=False)
     if "data" in parts:
         rate = bench.bench_data(cfg)
@@ -66,6 +70,8 @@ def bench_cmd(
             console.print(f"explorer, {r.clients} clients, {r.where}: {r.per_second:.1f} requests/s "
                           f"({r.requests} answered, {r.failed} failed in {r.seconds:.1f} s); "
                           f"memory held {r.rss_mib:.0f} MiB (peak {r.peak_rss_mib:.0f})", highlight=False)
+    if "precision" in parts:
+        _print_precision(run_dir, at)
     if "eval" in parts:
         secs, size = bench.bench_eval(cfg)
         console.print(f"one evaluation of the live sets ({size:,} sequences): {secs:.2f} s", highlight=False)
@@ -119,6 +125,29 @@ def _print_compile(bench, cfg: RunConfig, steps: int) -> None:
     chosen = auto_precision(True, device.type == "cuda", cpu_flags())
     console.print(f"compiled engine in bf16 autocast: {bf.seq_per_s:,.0f} sequences/s, {bf.seq_per_s / f32.seq_per_s:.2f}x "
                   f"compiled fp32; train.precision=auto gives a compiled run {chosen} on this machine", highlight=False)
+
+
+def _print_precision(run_dir: Path, at: Optional[str]) -> None:
+    """fp32 vs bf16 autocast answers of a run's checkpoints on every curated set, against the rounding criteria."""
+    from assign_add.analysis import precision
+    from assign_add.cli.common import _parse_ints
+    from assign_add.run import open_run
+
+    run = open_run(run_dir)
+    steps = _parse_ints(at, "--at") if at else [run.checkpoint_steps()[-1]]
+    sets = run.eval_sets()
+    for step in steps:
+        step = run.check_step(step)
+        a = precision.precision_agreement(run.load_model(step), sets, step)
+        table = Table(f"step {step}: set", "size", "acc fp32", "acc bf16", "answers changed")
+        for s in a.sets:
+            table.add_row(s.name, f"{s.size:,}", f"{s.acc_fp32:.4f}", f"{s.acc_bf16:.4f}", f"{s.changed:,}")
+        console.print(table)
+        verdict = "within bf16 rounding" if a.within_rounding else "NOT within bf16 rounding"
+        console.print(f"step {step}: {a.changed:,} answers changed; largest fp32 margin among them {a.max_changed_margin:.3f} "
+                      f"(bound {a.margin_bound:.3f} = 2·{precision.ROUNDINGS}·2^-8·max|logit| {a.max_logit:.1f}); "
+                      f"max |logit change| {a.max_logit_change:.3f}; max accuracy change {a.max_acc_change:.4f} "
+                      f"(tolerance {precision.ACC_TOLERANCE}): {verdict}", highlight=False)
 
 
 PATH_GAIN_TO_KEEP = 1.3  # issue 22: a second exact forward stays only for a measured gain of at least this
