@@ -180,3 +180,17 @@ def test_phase_notes_give_the_same_binding_step_as_the_binding_row(tmp_path):
     (note,) = phase_notes([Source("ours", [run], [], None, [])])
     assert "bound at step 3,000 (1-var held-out ≥ 90%; the spike's interval ends at 2,900" in note
     assert "refinement at none by the last step" in note
+
+
+def test_each_source_says_how_its_runs_were_trained():
+    """The report's header gives every source's steps and precision from its runs' configs, beside the
+    authors' protocol."""
+    from assign_add import config as config_mod
+    from assign_add.report.render import Source
+
+    cfgs = [config_mod.resolve("paper", overrides=[f"train.seed={s}", "train.precision=bf16"]) for s in (1, 2)]
+    ours = Source("ours", [Path("a"), Path("b")], [{}, {}], None, [config_mod.dumps(c) for c in cfgs])
+    assert ours.training() == "2 runs: 40,000 steps, bf16 autocast"
+    short = config_mod.resolve("paper", overrides=["train.steps=20000", "train.precision=fp32"])
+    assert Source("x", [Path("a")], [{}], None, [config_mod.dumps(short)]).training() == "1 run: 20,000 steps, float32"
+    assert Source("sweep", [Path("a")], [{}], None, []).training() == "1 run"

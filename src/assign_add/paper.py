@@ -8,6 +8,8 @@ the same TransformerLens names.  Steps come from the file names (``checkpoint_st
 
 from __future__ import annotations
 
+import dataclasses
+
 import re
 from pathlib import Path
 
@@ -67,9 +69,16 @@ def convert_state_dict(sd: dict[str, torch.Tensor], source: str, model: AssignAd
     return out
 
 
+def authors_config() -> RunConfig:
+    """The paper preset as the authors trained it: bf16 autocast (their README: on a GPU, 40,000 steps)."""
+    cfg = preset("paper")
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="bf16"))
+
+
 def import_paper(paths: list[Path], out: Path, force: bool = False, final_step: int = 40_000, cfg: RunConfig | None = None) -> RunDir:
-    """Write a run directory with the paper config and one checkpoint per file."""
-    cfg = cfg or preset("paper")
+    """Write a run directory with the paper config and one checkpoint per file (recorded as trained in bf16:
+    the authors' autocast on a GPU, artifacts README)."""
+    cfg = cfg or authors_config()
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():

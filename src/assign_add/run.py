@@ -239,6 +239,7 @@ def create_run_dir(
     locked, moved aside and deleted only once the new run is in place.
     """
     root = Path(root)
+    cfg = config_mod.settle_precision(cfg)  # a run records fp32 or bf16, never "auto"
     check_out_path(root)
     root.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphan_dirs(root)

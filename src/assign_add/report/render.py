@@ -18,8 +18,8 @@ from pathlib import Path
 from assign_add.analysis.timing import PHASES
 from assign_add.io import atomic_write_text
 from assign_add.report.cuts import CUTS, MOVE
+from assign_add.report.source import AUTHORS_PROTOCOL, Source
 from assign_add.report.claims import (
-    PAPER_STEPS,
     BY_ID,
     CLAIMS,
     AGGREGATE_RULE,
@@ -28,33 +28,12 @@ from assign_add.report.claims import (
     NOT_CONVERGED,
     NOT_BOUND,
     NOT_MEASURED,
-    Aggregate,
-    ClaimResult,
 )
 
 # Which figures illustrate which claim: each claim names its own (report/claims.py).
 CLAIM_FIGURES = {c.id: list(c.figures) for c in CLAIMS}  # in claim order
 EXTRA_FIGURES = ["ablations"]
 DEVELOPMENT_FIGURES = ["trajectory", "trajectory_speed", "trajectory_plane"]  # essential dynamics (analysis/trajectory.py)
-
-
-@dataclass
-class Source:
-    """One column of the claims table: the released checkpoints, or our runs (one per seed)."""
-
-    name: str
-    runs: list[Path]  # run directories (each with analysis.json and figures/)
-    results: list[dict[str, ClaimResult]]
-    aggregate: dict[str, Aggregate] | None  # for several seeds
-    configs: list[str]
-    claim_figures: dict[str, list[Path]] | None = None  # claim -> figure paths without suffix (e.g. a sweep's)
-    steps: int | None = None  # training steps of these runs: fewer than the paper's is said beside every verdict
-
-    def protocol(self) -> str:
-        """"at N of the paper's 40,000 steps" when these runs are shorter than the authors' run."""
-        if self.steps is None or self.steps >= PAPER_STEPS:
-            return ""
-        return f"at {self.steps:,} of the paper's {PAPER_STEPS:,} steps"
 
 
 def claim_bullets(src: Source, cid: str) -> list[tuple[str, str]]:
@@ -337,7 +316,7 @@ def sections(sources: list[Source], notes: list[str], versions: dict[str, str], 
              timing_figure: Path | None, extra: list[Block] | None = None) -> list[Block]:
     """The whole report, in order, as blocks; the two writers below only format them."""
     doc: list[Block] = [Heading("Assign and Add: reproduction report", level=1),
-                        Bullets([(s.name, f"{len(s.runs)} run{'s' if len(s.runs) > 1 else ''}") for s in sources]),
+                        Bullets([(s.name, s.training()) for s in sources] + [("the authors' protocol", AUTHORS_PROTOCOL)]),
                         Heading("Claims"),
                         Table(header(sources), claims_rows(sources), anchor="claims", keyed=True,
                               verdict_cols=tuple(range(4, 3 + 2 * len(sources), 2))),
