@@ -190,3 +190,21 @@ def survival_confirm_cmd(
     if out is not None:
         atomic_write_json(out, res)
         console.print(f"wrote {out}", highlight=False)
+
+
+@app.command("survival-compare")
+@user_errors
+def survival_compare_cmd(
+    a: Path = typer.Argument(..., help="one study's survival.json (e.g. float32)"),
+    b: Path = typer.Argument(..., help="the other's (e.g. bf16), same horizon"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the result as JSON here"),
+) -> None:
+    """Did a change alter binding?  Two survival studies: Fisher's test on bound-by-horizon, log-rank on time."""
+    from assign_add.io import atomic_write_json
+    from assign_add.sweep.compare import compare, compare_line
+
+    res = compare(a, b)
+    console.print(compare_line(res, (str(a), str(b))), highlight=False, soft_wrap=True)
+    if out is not None:
+        atomic_write_json(out, res)
+        console.print(f"wrote {out}", highlight=False)

@@ -1,0 +1,71 @@
+"""Two survival studies compared (sweep/compare.py): Fisher on bound-by-horizon, log-rank on time to binding."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+
+import pytest
+from typer.testing import CliRunner
+
+from assign_add.cli import app
+from assign_add.sweep.compare import compare, compare_line, logrank_p
+from assign_add.sweep.survival import SeedRow
+
+
+def _rows(seeds, bound_at):
+    """One row per seed; ``bound_at(i)`` gives the binding step or None (censored at 40,000)."""
+    return [SeedRow(s, bound_at(i), bound_at(i) or 40_000, {}, f"s{s}") for i, s in enumerate(seeds)]
+
+
+def _write(path, rows, horizon=40_000):
+    path.write_text(json.dumps({"horizon": horizon, "planned": len(rows), "rows": [asdict(r) for r in rows]}))
+    return path
+
+
+def test_identical_studies_show_no_difference(tmp_path):
+    rows = _rows(range(10), lambda i: 2000 + 500 * i if i < 6 else None)
+    c = compare(_write(tmp_path / "a.json", rows), _write(tmp_path / "b.json", rows))
+    assert c["fisher_p"] == pytest.approx(1.0) and c["logrank_p"] == pytest.approx(1.0)
+    assert c["verdict"] == "no detectable difference"
+    assert (c["study_a"]["bound"], c["study_a"]["known"], c["study_a"]["km_median"]) == (6, 10, 4000)
+    assert c["paired"] == {"seeds": 10, "known": 10, "same_fate": 10, "bound_in_both": 6, "median_step_change": 0}
+    assert "6 of 10 bound by 40,000" in compare_line(c) and "no detectable difference" in compare_line(c)
+
+
+def test_all_bound_early_against_none_bound_differs(tmp_path):
+    """12 of 12 against 0 of 12: Fisher's two-sided p = 2 / C(24, 12) ≈ 7.4e-7; log-rank far below 0.05."""
+    a = _write(tmp_path / "a.json", _rows(range(12), lambda i: 3000))
+    b = _write(tmp_path / "b.json", _rows(range(100, 112), lambda i: None))
+    c = compare(a, b)
+    assert c["fisher_p"] == pytest.approx(2 / 2704156, rel=1e-6)
+    assert c["logrank_p"] < 1e-4 and c["verdict"] == "differs"
+    assert c["paired"]["seeds"] == 0 and "Paired" not in compare_line(c)
+
+
+def test_same_fraction_bound_but_later_is_caught_by_the_log_rank_alone():
+    early = _rows(range(12), lambda i: 2000 + 100 * i)
+    late = _rows(range(12), lambda i: 30_000 + 100 * i)
+    assert logrank_p(early, late) < 1e-4
+    assert logrank_p(_rows(range(3), lambda i: None), _rows(range(3), lambda i: None)) is None
+
+
+def test_a_run_still_training_is_censored_not_dropped(tmp_path):
+    """Dropping unfinished runs would keep only the ones that bound (they stop first); they count as censored."""
+    rows = _rows(range(6), lambda i: 3000 if i < 3 else None)
+    running = rows[:3] + [SeedRow(s, None, 9000, {}, f"s{s}", finished=False) for s in range(3, 6)]
+    c = compare(_write(tmp_path / "a.json", rows), _write(tmp_path / "b.json", running))
+    assert c["study_b"]["runs"] == 6 and c["study_b"]["known"] == 3  # outcome at 40,000 unknown for the three
+    assert c["logrank_p"] == pytest.approx(1.0)  # same events; censoring at 9,000 vs 40,000 after the last event
+
+
+def test_refusals_write_nothing(tmp_path):
+    rows = _rows(range(4), lambda i: 3000)
+    a, short = _write(tmp_path / "a.json", rows), _write(tmp_path / "s.json", rows, horizon=20_000)
+    runner = CliRunner()
+    for other, message in ((short, "horizon 20,000"), (tmp_path / "none.json", "No such file")):
+        res = runner.invoke(app, ["survival-compare", str(a), str(other), "--out", str(tmp_path / "c.json")])
+        assert res.exit_code == 2 and message in res.output, res.output
+    assert not (tmp_path / "c.json").exists()
+    res = runner.invoke(app, ["survival-compare", str(a), str(a), "--out", str(tmp_path / "c.json")])
+    assert res.exit_code == 0 and json.loads((tmp_path / "c.json").read_text())["verdict"] == "no detectable difference"
