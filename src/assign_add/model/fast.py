@@ -25,6 +25,12 @@ import torch.nn.functional as F
 from assign_add.model.hooked import MLP, AssignAddTransformer, Attention
 
 
+def _at_least_fp32(scores: torch.Tensor) -> torch.Tensor:
+    """Attention scores in float32 at least: under bf16 autocast the softmax then runs in float32, as CUDA
+    autocast runs it (CPU autocast would leave it in bf16); float32 and float64 pass unchanged."""
+    return scores.to(torch.promote_types(scores.dtype, torch.float32))
+
+
 def _flat_in(w: torch.Tensor) -> torch.Tensor:
     """[head, d_model, d_head] -> [d_model, head * d_head]."""
     return w.permute(1, 0, 2).reshape(w.shape[1], -1)
@@ -79,7 +85,7 @@ def _first_layer(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.Ten
     q, k = (_heads(x, h) for x in qk.chunk(2, dim=-1))
     scores = (q @ k.transpose(-1, -2)) * attn.scale
     causal = torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril()
-    pattern = torch.softmax(scores.float().masked_fill(~causal, float("-inf")), dim=-1)  # [B,h,T,T]
+    pattern = torch.softmax(_at_least_fp32(scores).masked_fill(~causal, float("-inf")), dim=-1)  # [B,h,T,T]
     w_ov = attn.W_V @ attn.W_O  # [h, d, d]
     ov_tok = torch.einsum("vd,hde->vhe", w_e, w_ov).reshape(w_e.shape[0], -1)  # [V, h*d]
     ov = F.embedding(tokens, ov_tok).view(b, t, h, -1).transpose(1, 2) + w_pos @ w_ov  # [B,h,T,d]
@@ -100,7 +106,7 @@ def _last_layer(model: AssignAddTransformer, resid: torch.Tensor) -> torch.Tenso
     last = resid[:, -1]  # [B, d]
     q = torch.einsum("bd,hde->bhe", last, attn.W_Q)
     qk = torch.einsum("bhe,hde->bhd", q, attn.W_K)  # [B,h,d]
-    pattern = torch.softmax((qk @ resid.transpose(1, 2)).float() * attn.scale, dim=-1)  # [B,h,T]
+    pattern = torch.softmax(_at_least_fp32(qk @ resid.transpose(1, 2)) * attn.scale, dim=-1)  # [B,h,T]
     mixed = pattern @ resid  # [B,h,d]
     z = torch.einsum("bhd,hde->bhe", mixed, attn.W_V)
     x = last + z.reshape(b, -1) @ _flat_out(attn.W_O)
@@ -182,7 +188,7 @@ def _layer0_pattern(attn0: Attention, x: torch.Tensor, tokens: torch.Tensor) -> 
     scores = scores + F.embedding(tokens, key_tok.reshape(n_vocab, -1)).view(b, t, t, h0).permute(0, 2, 3, 1)
     scores = (scores + table[n_vocab:, :, n_vocab:]).transpose(1, 2)  # + query pos x key pos; [B, h0, Tq, Tk]
     causal = torch.ones(t, t, dtype=torch.bool, device=tokens.device).tril()
-    return torch.softmax(scores.float().masked_fill(~causal, float("-inf")), dim=-1)
+    return torch.softmax(_at_least_fp32(scores).masked_fill(~causal, float("-inf")), dim=-1)
 
 
 def _row_basis(attn0: Attention, x: torch.Tensor, tokens: torch.Tensor) -> _RowBasis:
@@ -219,7 +225,7 @@ def _two_layer_rows(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.
     qk = torch.einsum("bge,gde->bgd", q, attn1.W_K)  # [B, h1, d]
     y = basis.scores(qk)  # [B, h1, 1+h0, T]
     scores1 = y[:, :, 0] + torch.einsum("bhji,bghi->bgj", pattern0, y[:, :, 1:])
-    pattern1 = torch.softmax(scores1.float() * attn1.scale, dim=-1)  # [B, h1, T]
+    pattern1 = torch.softmax(_at_least_fp32(scores1) * attn1.scale, dim=-1)  # [B, h1, T]
 
     # readout: the value mix as row weights, then OV₁, MLP and unembedding at one position
     via = torch.einsum("bgj,bhji->bghi", pattern1, pattern0)  # [B, h1, h0, T]
