@@ -64,14 +64,12 @@ class PrecisionAgreement:
 @torch.no_grad()
 def answer_logits(model: AssignAddTransformer, tokens: torch.Tensor, precision: str, chunk: int = 4096) -> torch.Tensor:
     """Final-position logits in float32, computed in ``precision`` (``fp32`` or ``bf16`` autocast)."""
+    from assign_add.train.trainer import precision_context
+
     out = []
     for start in range(0, len(tokens), chunk):
-        part = tokens[start : start + chunk]
-        if precision == "bf16":
-            with torch.autocast(device_type=part.device.type, dtype=torch.bfloat16):
-                out.append(fast_answer_logits(model, part).float())
-        else:
-            out.append(fast_answer_logits(model, part).float())
+        with precision_context(precision, tokens.device):
+            out.append(fast_answer_logits(model, tokens[start : start + chunk]).float())
     return torch.cat(out)
 
 
