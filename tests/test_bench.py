@@ -28,3 +28,22 @@ def test_both_forward_paths_are_timed_on_the_same_work():
     rows = bench.bench_paths(small_paper_cfg("train.batch_size=32"), steps=2, compiled=False)
     assert [r.name for r in rows] == ["two-layer rows (fp32)", "general path (fp32)"]
     assert all(r.seq_per_s > 0 for r in rows)
+
+
+def test_packed_minutes_on_hand_made_timings():
+    # one run: 40,000 steps x 10 ms = 400 s, plus 401 evaluations x 0.2 s = 80.2 s
+    assert bench.packed_minutes(1, 40_000, 10.0, 0.2, 100, cores=2) == pytest.approx(480.2 / 60)
+    # three runs on two cores: 1.5 runs' time; on eight cores: one run's time (a run uses one core)
+    assert bench.packed_minutes(3, 40_000, 10.0, 0.2, 100, cores=2) == pytest.approx(1.5 * 480.2 / 60)
+    assert bench.packed_minutes(3, 40_000, 10.0, 0.2, 100, cores=8) == pytest.approx(480.2 / 60)
+
+
+def test_targets_say_reached_and_how_far_short():
+    ratio, main, sweep = bench.speed_targets(engine_ratio=5.0, step_ms=10.0, eval_s=0.0, eval_every=100, cores=2)
+    assert (ratio.reached, ratio.factor_short) == (False, pytest.approx(2.0))  # 5x of a 10x goal
+    assert main.value == pytest.approx(3 * 400 / 2 / 60)  # 10 min: within 15
+    assert (main.reached, main.factor_short) == (True, 1.0)
+    assert sweep.value == pytest.approx(20 * 300 / 2 / 60)  # 50 min: within 60
+    assert sweep.reached
+    slow = bench.speed_targets(engine_ratio=12.0, step_ms=30.0, eval_s=0.0, eval_every=100, cores=2)
+    assert slow[0].reached and not slow[1].reached and slow[1].factor_short == pytest.approx(30 / 15)

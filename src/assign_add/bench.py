@@ -21,7 +21,7 @@ from assign_add.model.straightforward import StraightforwardTransformer
 from assign_add.task.evalsets import build_eval_sets, live
 from assign_add.task.generator import Sampler
 from assign_add.task.partitions import build_partitions
-from assign_add.train.evaluate import evaluate
+from assign_add.train.evaluate import Evaluator
 from assign_add.train.trainer import make_optimizer, precision_context, resolve_device
 
 
@@ -168,20 +168,66 @@ def _bench_compile(cfg: RunConfig, steps: int, precisions: tuple[str, ...]) -> t
     return eager, compiled, warmup
 
 
-def bench_eval(cfg: RunConfig, repeats: int = 3) -> tuple[float, int]:
-    """Seconds for one evaluation of the live sets (all but the 2-var union), and their size."""
+def bench_eval(cfg: RunConfig, repeats: int = 3, compiled: bool = False) -> tuple[float, int]:
+    """Seconds for one evaluation of the live sets (all but the 2-var union), and their size; ``compiled``:
+    through the compiled engine, as a compiled training run evaluates them (always in float32)."""
+    from assign_add.model.fast import compiled_answer_logits
+
     model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
-    sets = build_eval_sets(cfg.task, build_partitions(cfg.task), exhaustive=True)
-    sets = live(sets)
-    evaluate(model, sets)
+    sets = live(build_eval_sets(cfg.task, build_partitions(cfg.task), exhaustive=True))
+    evaluator = Evaluator(sets, compiled_answer_logits() if compiled else fast_answer_logits)
+    evaluator(model)
     t0 = time.perf_counter()
     for _ in range(repeats):
-        evaluate(model, sets)
+        evaluator(model)
     return (time.perf_counter() - t0) / repeats, sum(len(b) for b in sets.values())
 
 
 def projected_seconds(steps: int, step_ms: float, eval_s: float, eval_every: int) -> float:
     return steps * step_ms / 1e3 + (steps // eval_every + 1) * eval_s
+
+
+@dataclass(frozen=True)
+class Target:
+    """A speed goal of issue 22 against what this machine's measured rates project."""
+
+    name: str
+    goal: float
+    value: float
+    unit: str  # "x" (at least the goal) or "min" (at most the goal)
+
+    @property
+    def reached(self) -> bool:
+        return self.value >= self.goal if self.unit == "x" else self.value <= self.goal
+
+    @property
+    def factor_short(self) -> float:
+        """How many times faster the measured part must become to reach the goal (1 when reached)."""
+        ratio = self.goal / self.value if self.unit == "x" else self.value / self.goal
+        return max(ratio, 1.0)
+
+
+ENGINE_RATIO_GOAL = 10.0  # engine / straightforward training speed, same precision
+MAIN_JOB_GOAL_MIN = 15.0  # the main job's training, 3 seeds x 40,000 steps
+SWEEP_GOAL_MIN = 60.0  # the authors'-protocol f or r sweep, 20 points x 30,000 steps
+
+
+def packed_minutes(runs: int, steps: int, step_ms: float, eval_s: float, eval_every: int, cores: int) -> float:
+    """Wall minutes for ``runs`` one-thread training runs packed perfectly on ``cores`` cores (a lower bound:
+    no compile warm-up, checkpoints, analyses or contention)."""
+    return runs * projected_seconds(steps, step_ms, eval_s, eval_every) / min(cores, runs) / 60
+
+
+def speed_targets(engine_ratio: float, step_ms: float, eval_s: float, eval_every: int, cores: int) -> list[Target]:
+    """Issue 22's three goals from measured rates: the engine ratio, and the main job's and a sweep's
+    training time projected from the one-thread compiled step and evaluation."""
+    return [
+        Target("engine / straightforward (fp32)", ENGINE_RATIO_GOAL, engine_ratio, "x"),
+        Target("main job training, 3 x 40,000 steps", MAIN_JOB_GOAL_MIN,
+               packed_minutes(3, 40_000, step_ms, eval_s, eval_every, cores), "min"),
+        Target("authors'-protocol sweep, 20 x 30,000 steps", SWEEP_GOAL_MIN,
+               packed_minutes(20, 30_000, step_ms, eval_s, eval_every, cores), "min"),
+    ]
 
 
 @dataclass

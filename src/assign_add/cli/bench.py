@@ -25,7 +25,7 @@ from assign_add.config import ConfigError, RunConfig
 def bench_cmd(
     overrides: Optional[list[str]] = OverridesArg,
     what: str = typer.Option("data,train,eval", "--what",
-                             help="comma-separated: data, train, eval, compile, profile, paths, explore, precision "
+                             help="comma-separated: data, train, eval, compile, profile, paths, targets, explore, precision "
                                   "(the last two need --run)"),
     steps: int = typer.Option(50, "--steps", help="timed training steps per implementation"),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="run directory for --what explore / precision"),
@@ -43,7 +43,7 @@ def bench_cmd(
     if steps < 1:
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     parts = {w.strip() for w in what.split(",")}
-    unknown = parts - {"data", "train", "eval", "compile", "profile", "paths", "explore", "precision"}
+    unknown = parts - {"data", "train", "eval", "compile", "profile", "paths", "targets", "explore", "precision"}
     if unknown:
         raise ConfigError("--what", f"unknown benchmark {', '.join(sorted(unknown))}")
     for needs_run in sorted(parts & {"explore", "precision"}):
@@ -62,6 +62,8 @@ def bench_cmd(
         _print_profile(bench, cfg, steps)
     if "paths" in parts:
         _print_paths(bench, cfg, steps)
+    if "targets" in parts:
+        _print_targets(bench, cfg, steps)
     if "explore" in parts:
         from assign_add.explore.load import measure_rate
         from assign_add.run import open_run
@@ -189,3 +191,31 @@ def _print_paths(bench, cfg: RunConfig, steps: int) -> None:
             verdict = "keeps its place" if gain >= PATH_GAIN_TO_KEEP else "does not earn its place"
             console.print(f"two-layer rows / general{suffix or ' (eager)'}: {gain:.2f}x; the rows path {verdict} "
                           f"(rule: >= {PATH_GAIN_TO_KEEP}x)", highlight=False)
+
+
+def _print_targets(bench, cfg: RunConfig, steps: int) -> None:
+    """Issue 22's speed goals against this machine: measured engine ratio, projected training times."""
+    import os
+
+    from assign_add.config import auto_precision, cpu_flags
+
+    (fast, base), = bench.bench_train(cfg, steps, ("fp32",))
+    device = bench.resolve_device(cfg.train.device)
+    chosen = auto_precision(True, device.type == "cuda", cpu_flags())
+    _, (compiled,), _ = bench.bench_compile(cfg, steps, (chosen,))
+    with bench.torch_threads(1):
+        eval_s, size = bench.bench_eval(cfg, repeats=2, compiled=True)
+    cores = os.cpu_count() or 1
+    console.print(f"one torch thread per run, compiled, {chosen} (train.precision=auto here): "
+                  f"{compiled.ms_per_step:.1f} ms per step; evaluation of the live sets ({size:,} sequences, "
+                  f"compiled, fp32) {eval_s:.2f} s every {cfg.train.eval_every} steps; {cores} cores", highlight=False)
+    table = Table("target (issue 22)", "goal", "this machine", "reached", "needs")
+    for t in bench.speed_targets(fast.seq_per_s / base.seq_per_s, compiled.ms_per_step, eval_s,
+                                 cfg.train.eval_every, cores):
+        unit = "x" if t.unit == "x" else " min"
+        bound = ">=" if t.unit == "x" else "<="
+        table.add_row(t.name, f"{bound} {t.goal:g}{unit}", f"{t.value:.1f}{unit}", "yes" if t.reached else "no",
+                      "-" if t.reached else f"{t.factor_short:.2f}x faster")
+    console.print(table)
+    console.print("training times are projections from the measured step and evaluation, runs packed perfectly on "
+                  "the cores (a lower bound: no compile warm-up, checkpoints, analyses or contention)", highlight=False)
