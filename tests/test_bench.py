@@ -47,3 +47,13 @@ def test_targets_say_reached_and_how_far_short():
     assert sweep.reached
     slow = bench.speed_targets(engine_ratio=12.0, step_ms=30.0, eval_s=0.0, eval_every=100, cores=2)
     assert slow[0].reached and not slow[1].reached and slow[1].factor_short == pytest.approx(30 / 15)
+
+
+def test_a_goal_out_of_reach_even_at_the_matmul_floor():
+    # 30 ms steps, floor 12 ms: 3 x 40,000 steps on 2 cores is 30 min now and 12 min at the floor (reachable);
+    # a 25 ms floor would still be 25 min (out of reach of the 15-minute goal)
+    _, main, _ = bench.speed_targets(engine_ratio=8.0, step_ms=30.0, eval_s=0.0, eval_every=100, cores=2, floor_ms=12.0)
+    assert main.at_floor == pytest.approx(12.0) and main.reachable and not main.reached
+    _, main, _ = bench.speed_targets(engine_ratio=8.0, step_ms=30.0, eval_s=0.0, eval_every=100, cores=2, floor_ms=25.0)
+    assert main.reachable is False
+    assert bench.speed_targets(8.0, 30.0, 0.0, 100, 2)[0].reachable is None  # no floor given
