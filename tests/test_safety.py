@@ -201,12 +201,20 @@ def test_ctrl_c_exits_130_with_a_resume_hint(tmp_path):
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "assign_add.cli", "train", "--out", str(out), "--no-progress", "--preset", "tiny",
            "train.steps=1000000", "train.state_every=20"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and not (out.is_dir() and RunDir(out).status().get("step", 0) > 0):
-        time.sleep(0.3)
-    proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=60)
+    # Ctrl-C's default disposition in the child, as under a terminal: a shell starts background jobs with
+    # SIGINT ignored, and Python then installs no KeyboardInterrupt handler (so would the trainer under nohup)
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.time() + 120
+        while time.time() < deadline and not (out.is_dir() and RunDir(out).status().get("step", 0) > 0):
+            time.sleep(0.3)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:  # never leave a million-step run behind a failed test
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 130 and "--resume" in err and "Traceback" not in err
     assert not is_locked(out)
 
