@@ -284,14 +284,16 @@ def confirm(fit: Path, tests: list[Path]) -> dict:
                             [r.early for r, _ in test_rows], [b for _, b in test_rows])
     out.update(fit=str(fit), tests=[str(t) for t in tests], horizon=first["horizon"],
                fresh_seeds=sorted(r.seed for r, _ in test_rows),
-               fresh_planned=sum(s["planned"] for s in fresh))
+               fresh_planned=fresh[0]["planned"] if len(fresh) == 1 else None)  # a resumed seed is in two plans
     return out
 
 
 def confirm_line(c: dict) -> str:
     """One sentence: what was fitted, what it was scored on, and the pre-registered verdict."""
+    plan = (f"{c['fresh_planned']} planned" if c.get("fresh_planned") is not None
+            else f"finished rows of {len(c.get('tests', []))} studies")
     head = (f"The early predictor fitted on {c['fit_n']} runs ({c['fit_bound']} bound) and scored on "
-            f"{c['test_n']} fresh seeds ({c['test_bound']} bound by {c['horizon']:,}; {c['fresh_planned']} planned): ")
+            f"{c['test_n']} fresh seeds ({c['test_bound']} bound by {c['horizon']:,}; {plan}): ")
     if c["accuracy"] is None:
         return head + f"not scored ({c['why_not']})."
     line = head + f"accuracy {c['accuracy']:.2f} vs base rate {c['base_rate']:.2f} (always '{c['base_rate_guess']}')"
