@@ -233,8 +233,9 @@ def speed_targets(engine_ratio: float, step_ms: float, eval_s: float, eval_every
     training time projected from the one-thread compiled step and evaluation; ``floor_ms``, the step's
     matrix products alone at the measured peak, gives each time's floor (the evaluation kept as measured)."""
     def runs(n: int, steps: int, goal: float, name: str) -> Target:
-        at = lambda ms: packed_minutes(n, steps, ms, eval_s, eval_every, cores)  # noqa: E731
-        return Target(name, goal, at(step_ms), "min", None if floor_ms is None else at(floor_ms))
+        minutes = [None if ms is None else packed_minutes(n, steps, ms, eval_s, eval_every, cores)
+                   for ms in (step_ms, floor_ms)]
+        return Target(name, goal, minutes[0], "min", minutes[1])
 
     return [
         Target("engine / straightforward, fp32", ENGINE_RATIO_GOAL, engine_ratio, "x"),
