@@ -62,14 +62,18 @@ def test_a_resumed_run_does_not_log_its_steps_twice(tmp_path):
 
 @pytest.mark.slow
 def test_wandb_offline_run_lives_in_the_run_directory_and_holds_every_scalar(tmp_path, monkeypatch):
-    pytest.importorskip("wandb", reason="train.log_to wandb needs the wandb package")
+    wandb = pytest.importorskip("wandb", reason="train.log_to wandb needs the wandb package")
     monkeypatch.setenv("WANDB_MODE", "offline")  # never the network
     monkeypatch.setenv("WANDB_SILENT", "true")
     out = tmp_path / "run"
     train(small_paper_cfg(*STEPS, 'train.log_to=["jsonl", "wandb"]'), out, phase_marks=lambda records: MARKS)
+    # run.finish() hands the records to W&B's service process; its teardown returns once that process has
+    # written and closed every run's files (CI once read a header-only log here: the service still writing)
+    wandb.teardown()
     logs = list((out / "wandb").glob("offline-run-*/run-*.wandb"))
     assert len(logs) == 1, "one offline W&B run, inside the run directory (wandb sync uploads it)"
     # the transaction log is W&B's own binary format (read by its Go core); every scalar's name is in it
     data = logs[0].read_bytes()
+    service_log = "".join(p.read_text()[-2000:] for p in logs[0].parent.glob("logs/debug-internal.log"))
     for name in [*scalars(RunDir(out).metrics()[-1]), "phase/addition"]:
-        assert name.encode() in data, name
+        assert name.encode() in data, f"{name} not in the {len(data)}-byte log; W&B's service said:\n{service_log}"
