@@ -110,6 +110,9 @@ def test_authors_grids_and_presets():
     assert PRESETS["f-short"].steps == 10_000 and PRESETS["r-short"].steps == 20_000
     assert "modified" in make_spec("f", None, None, 1, 500, None, []).protocol
     assert not make_spec("f", None, None, 1, 100, None, ["train.compile=false"]).point_config(0.5, 42).train.compile
+    later = make_spec("f", None, None, 2, None, None, [], first_seed=43)  # more seeds of the same protocol
+    assert later.seeds == [43, 44] and later.protocol == PRESETS["f"].protocol
+    assert later.point_config(later.values[0], later.seeds[1]).train.seed == 44
 
 
 @pytest.mark.parametrize("args, field", [
@@ -119,6 +122,7 @@ def test_authors_grids_and_presets():
     ((None, "task.f", [0.5], 1, 0, None, []), "--steps"),
     ((None, "task.f", [0.5], 0, 10, None, []), "--seeds"),
     ((None, "task.f", [0.5], 1, 10, "nope", []), "--score"),
+    ((None, "task.f", [0.5], 1, 10, None, [], -1), "--first-seed"),
 ])
 def test_bad_specs_fail_before_anything_runs(args, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):

@@ -31,6 +31,7 @@ def sweep_cmd(
     param: Optional[str] = typer.Option(None, "--param", help="dotted config field to sweep, e.g. task.f"),
     values: Optional[str] = typer.Option(None, "--values", help="comma-separated values"),
     seeds: int = typer.Option(1, "--seeds", help="seeds per value (42, 43, ...)"),
+    first_seed: int = typer.Option(42, "--first-seed", help="the first of the seeds (the authors' sweep: 42)"),
     steps: Optional[int] = typer.Option(None, "--steps", help="training steps per run (preset default otherwise)"),
     score: Optional[str] = typer.Option(None, "--score", help="curated set whose final accuracy is the score"),
     backend: str = typer.Option("local", "--backend", help="local or ray"),
@@ -47,7 +48,8 @@ def sweep_cmd(
 
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {workers}")
-    spec = make_spec(sweep_preset, param, parse_values(values) if values else None, seeds, steps, score, overrides or [])
+    spec = make_spec(sweep_preset, param, parse_values(values) if values else None, seeds, steps, score, overrides or [],
+                     first_seed=first_seed)
     if backend not in ("local", "ray"):
         raise ConfigError("--backend", f"unknown backend {backend!r}; choose local or ray")
     prepare_sweep_dir(spec, out)  # errors before the progress bar appears

@@ -108,8 +108,9 @@ class SweepSpec:
 
 
 def make_spec(preset_name: str | None, param: str | None, values: list[float] | None, seeds: int,
-              steps: int | None, score: str | None, overrides: list[str]) -> SweepSpec:
-    """The spec from a preset and/or explicit options; every point's config is validated here."""
+              steps: int | None, score: str | None, overrides: list[str], first_seed: int = 42) -> SweepSpec:
+    """The spec from a preset and/or explicit options; every point's config is validated here.
+    The seeds are ``first_seed``, ``first_seed + 1``, … (``seeds`` of them; the authors' sweep is seed 42)."""
     paper, chance, protocol = None, 0.0, ""
     if preset_name is not None:
         if preset_name not in PRESETS:
@@ -129,10 +130,12 @@ def make_spec(preset_name: str | None, param: str | None, values: list[float] | 
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     if seeds < 1:
         raise ConfigError("--seeds", f"must be >= 1, got {seeds}")
+    if first_seed < 0:
+        raise ConfigError("--first-seed", f"must be >= 0, got {first_seed}")
     if len(set(values)) != len(values):
         dup = sorted({v for v in values if list(values).count(v) > 1})
         raise ConfigError("--values", f"duplicate value(s) {', '.join(map(str, dup))}: each value is one run folder")
-    spec = SweepSpec(param, list(values), [42 + i for i in range(seeds)], steps, score or "0var_heldout_all",
+    spec = SweepSpec(param, list(values), [first_seed + i for i in range(seeds)], steps, score or "0var_heldout_all",
                      list(overrides), eval_every=curve_interval(steps), paper_threshold=paper, chance=chance, preset=preset_name,
                      protocol=protocol or f"{param} over {len(values)} values, {steps:,} steps")
     for v in spec.values:  # validate every point's config before running anything
