@@ -41,7 +41,7 @@ def checkpoint_schedule(total_steps: int, every: int = 0) -> list[int]:
     """Steps at which a checkpoint is written (always 0 and the last step).
 
     ``every > 0``: every ``every`` steps.  Default (0): dense early and around the phases:
-    powers of two up to 512, every 250 steps up to 20,000, then every 1,000 (112 checkpoints,
+    powers of two up to 512, every 250 steps up to 20,000, then every 1,000 (111 checkpoints,
     about 125 MB, for the paper's 40,000 steps).
     """
     if every > 0:
