@@ -9,7 +9,7 @@ Layout under ``--out`` (default ``runs/reproduce``)::
     report.html, report.md   the report (figures/ beside report.md)
 
 Seeds (training and analysis as separate jobs) and the released checkpoints (import and analysis)
-run in parallel worker processes (:func:`worker_count`: one per job, up to twice the CPU cores),
+run in parallel worker processes (:func:`worker_count`: one per job, up to the CPU cores),
 each with cores ÷ workers torch threads (at least one).  Finished runs are reused,
 interrupted ones resumed, and an analysis is recomputed only when the key of its inputs
 (:func:`assign_add.analysis.suite.inputs_key`) differs from the saved one.
@@ -136,14 +136,10 @@ def released_job(checkpoints: str, out: str, quick: bool) -> list[str]:
 
 
 def worker_count(jobs: int, cores: int) -> int:
-    """Worker processes for ``jobs`` (training a seed, analysing one, the released import) on ``cores``.
-
-    One per job, up to twice the cores, so that all seeds train at once, time-sharing the cores,
-    instead of in rounds: with 3 seeds on 2 cores, rounds
-    leave one core idle while the third seed trains alone and is then analysed (measured here: 17 min
-    18 s in rounds, 16 min 10 s with the seeds at once but the released checkpoints queued behind
-    them, which left a core idle at the end)."""
-    return max(1, min(jobs, 2 * cores))
+    """Worker processes for ``jobs`` (training a seed, analysing one, the released import) on ``cores``:
+    one per job, never more than the cores (each worker a one-thread process; more workers than cores
+    only time-share them, and a compiled step's caches and the compile itself then compete)."""
+    return max(1, min(jobs, cores))
 
 
 def run_jobs(jobs: list, seed_dirs: list[Path], total_steps: int, log: Log, progress=None) -> None:
@@ -190,18 +186,21 @@ def reproduce(
     progress=None,
     sweeps: dict[str, Path] | None = None,
     experiments: dict[str, Path] | None = None,
+    first_seed: int = 42,
 ) -> ReproduceResult:
     """``sweeps`` maps "f" / "r" to sweep folders (with sweep.json) that supply claims C6 / C7;
     ``experiments`` maps "survival" / "branches" / "llc" to those commands' folders, each a section of
     the report beyond the paper."""
     if seeds < 1:
         raise ConfigError("--seeds", f"must be >= 1, got {seeds}")
+    if first_seed < 0:
+        raise ConfigError("--first-seed", f"must be >= 0, got {first_seed}")
     if steps is not None and steps < 1:
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     t0 = time.perf_counter()
     out = Path(out)
     check_out_path(out)
-    configs = [run_config(42 + i, steps, quick, overrides or []) for i in range(seeds)]  # validate all first
+    configs = [run_config(first_seed + i, steps, quick, overrides or []) for i in range(seeds)]  # validate all first
     sweep_data = load_sweeps(sweeps or {})
     extra = load_experiments(experiments or {})
     if paper_checkpoints is not None and not Path(paper_checkpoints).exists() and not RunDir(out / "runs" / "released").exists():

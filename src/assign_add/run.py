@@ -9,6 +9,7 @@
       data/evalsets.npz      the curated evaluation sets (tokens, answers, operands)
       metrics.jsonl          one JSON record per evaluation (training runs)
       evals.jsonl            per-checkpoint accuracies computed by `assign-add eval`
+      provenance.jsonl       one record per training segment: commit, CPU, torch, threads
       checkpoints/step_XXXXXX.safetensors   TransformerLens parameter names, no pickle
       state.safetensors      latest optimiser state, for --resume
       train.log              human-readable log
@@ -90,6 +91,11 @@ class RunDir:
     @property
     def log_path(self) -> Path:
         return self.root / "train.log"
+
+    @property
+    def provenance_path(self) -> Path:
+        """One record per training segment: commit, CPU, torch, threads (``assign_add.provenance``)."""
+        return self.root / "provenance.jsonl"
 
     def checkpoint_path(self, step: int) -> Path:
         return self.checkpoint_dir / f"step_{step:06d}.safetensors"
@@ -187,7 +193,7 @@ def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
 
 # Entries a run directory of ours may hold (anything else makes --force refuse).
 RUN_ENTRIES = {"config.toml", "status.json", "data", "metrics.jsonl", "evals.jsonl", "checkpoints",
-               "state.safetensors", "branch.json", "train.log", "analysis.json", "analysis_inputs.npz", "figures", ".lock"}
+               "state.safetensors", "branch.json", "train.log", "provenance.jsonl", "analysis.json", "analysis_inputs.npz", "figures", ".lock"}
 
 
 def check_replaceable(out: Path) -> None:

@@ -81,9 +81,10 @@ def _print_analysis_summary(out: dict) -> None:
 def reproduce_cmd(
     overrides: Optional[list[str]] = OverridesArg,
     out: Path = typer.Option(Path("runs/reproduce"), "--out", help="output folder (runs, claims.json, report)"),
-    seeds: int = typer.Option(3, "--seeds", help="training seeds (42, 43, ...), trained in parallel processes; "
+    seeds: int = typer.Option(3, "--seeds", help="training seeds (--first-seed, then +1, ...), trained in parallel processes; "
                               "verdicts over seeds; ≥ 2 adds the phase-timing distribution"),
     steps: Optional[int] = typer.Option(None, "--steps", help="training steps per seed (default 40,000, the authors' run)"),
+    first_seed: int = typer.Option(42, "--first-seed", help="the first of the seeds (default 42, the authors' seed)"),
     paper_checkpoints: Optional[Path] = typer.Option(
         None, "--paper-checkpoints", help="also import and analyse the authors' checkpoints (a folder of .pth)"),
     quick: bool = typer.Option(False, "--quick", help="a small smoke-test configuration (about a minute)"),
@@ -102,7 +103,7 @@ def reproduce_cmd(
         log = lambda msg: err_console.print(msg, highlight=False)  # noqa: E731
         experiments = {k: v for k, v in (("survival", survival), ("branches", branches), ("llc", llc_dir)) if v}
         res = reproduce(out, seeds, steps, paper_checkpoints, quick, overrides or [], log=log, progress=bar.update,
-                        sweeps=sweeps, experiments=experiments)
+                        sweeps=sweeps, experiments=experiments, first_seed=first_seed)
     console.print(f"[green]report[/] {res.html} and {res.markdown} ({res.seconds:.0f} s)", highlight=False)
 
 
