@@ -189,7 +189,7 @@ def projected_seconds(steps: int, step_ms: float, eval_s: float, eval_every: int
 
 @dataclass(frozen=True)
 class Target:
-    """A speed goal of issue 22 against what this machine's measured rates project."""
+    """A speed goal of the toolkit against what this machine's measured rates project."""
 
     name: str
     goal: float
@@ -229,7 +229,7 @@ def packed_minutes(runs: int, steps: int, step_ms: float, eval_s: float, eval_ev
 
 def speed_targets(engine_ratio: float, step_ms: float, eval_s: float, eval_every: int, cores: int,
                   floor_ms: float | None = None) -> list[Target]:
-    """Issue 22's three goals from measured rates: the engine ratio, and the main job's and a sweep's
+    """The three speed goals from measured rates: the engine ratio, and the main job's and a sweep's
     training time projected from the one-thread compiled step and evaluation; ``floor_ms``, the step's
     matrix products alone at the measured peak, gives each time's floor (the evaluation kept as measured)."""
     def runs(n: int, steps: int, goal: float, name: str) -> Target:

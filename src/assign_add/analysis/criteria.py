@@ -1,6 +1,6 @@
 """Every threshold the analyses and the claims table use, in one place.
 
-Phase detection (SPEC section 5, issue 4):
+Phase detection (SPEC section 5):
 
 - addition: first evaluated step with 0-var training-pair accuracy >= ADDITION_ACC;
 - binding: the first step at which 1-var held-out accuracy reaches BINDING_ACC, and the step ending

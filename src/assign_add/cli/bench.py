@@ -152,7 +152,7 @@ def _print_precision(run_dir: Path, at: Optional[str]) -> None:
                       f"(tolerance {precision.ACC_TOLERANCE}): {verdict}", highlight=False)
 
 
-PATH_GAIN_TO_KEEP = 1.3  # issue 22: a second exact forward stays only for a measured gain of at least this
+PATH_GAIN_TO_KEEP = 1.3  # a second exact forward stays only for a measured gain of at least this
 
 
 def _print_profile(bench, cfg: RunConfig, steps: int) -> None:
@@ -194,7 +194,7 @@ def _print_paths(bench, cfg: RunConfig, steps: int) -> None:
 
 
 def _print_targets(bench, cfg: RunConfig, steps: int) -> None:
-    """Issue 22's speed goals against this machine: measured engine ratio, projected training times."""
+    """The speed goals against this machine: measured engine ratio, projected training times."""
     import os
 
     import torch
@@ -217,7 +217,7 @@ def _print_targets(bench, cfg: RunConfig, steps: int) -> None:
                   f"thread's {chosen} matmul peak ({peak:.0f} GFLOP/s) would take {floor_ms:.1f} ms (the floor); "
                   f"evaluation of the live sets ({size:,} sequences, compiled, fp32) {eval_s:.2f} s every "
                   f"{cfg.train.eval_every} steps; {cores} cores", highlight=False)
-    table = Table("goal (issue 22)", "target", "here", "reached", "needs", "at the floor")
+    table = Table("speed goal", "target", "here", "reached", "needs", "at the floor")
     for t in bench.speed_targets(fast.seq_per_s / base.seq_per_s, compiled.ms_per_step, eval_s,
                                  cfg.train.eval_every, cores, floor_ms):
         unit = "x" if t.unit == "x" else " min"
