@@ -63,7 +63,7 @@ def test_refusals_write_nothing(tmp_path):
     rows = _rows(range(4), lambda i: 3000)
     a, short = _write(tmp_path / "a.json", rows), _write(tmp_path / "s.json", rows, horizon=20_000)
     runner = CliRunner()
-    for other, message in ((short, "horizon 20,000"), (tmp_path / "none.json", "No such file")):
+    for other, message in ((short, "horizon 20,000"), (tmp_path / "none.json", "no such file")):
         res = runner.invoke(app, ["survival-compare", str(a), str(other), "--out", str(tmp_path / "c.json")])
         assert res.exit_code == 2 and message in res.output, res.output
     assert not (tmp_path / "c.json").exists()

@@ -4,7 +4,6 @@ authors' released checkpoints."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from assign_add.analysis import precision
 from assign_add.config import preset

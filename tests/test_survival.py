@@ -192,7 +192,7 @@ def test_survival_confirm_refuses_what_is_not_a_fresh_comparable_study(tmp_path)
     again.write_text(json.dumps(_study(range(110, 120), low_binds=True)))
     short.write_text(json.dumps(_study(range(200, 210), low_binds=True, horizon=20_000)))
     runner = CliRunner()
-    for test, message in ((again, "in both studies"), (short, "horizon 20,000"), (tmp_path / "none.json", "No such file")):
+    for test, message in ((again, "in both studies"), (short, "horizon 20,000"), (tmp_path / "none.json", "no such file")):
         res = runner.invoke(app, ["survival-confirm", str(fit), str(test)])
         assert res.exit_code == 2 and message in res.output, res.output
     res = runner.invoke(app, ["survival-confirm", str(fit), str(fit.parent / "fit.json"), "--out", str(tmp_path / "c.json")])

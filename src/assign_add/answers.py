@@ -44,6 +44,8 @@ class Prediction:
 def file_prompts(path: Path) -> Iterator[tuple[int, str]]:
     """(line number, prompt) for every non-blank line, read lazily; errors name the physical line."""
     path = Path(path)
+    if path.is_dir():
+        raise TextFormError(f"{path}: a directory, expected a file of prompts (one per line)")
     if not path.is_file():
         raise TextFormError(f"{path}: no such file")
     seen = False

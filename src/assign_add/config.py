@@ -461,12 +461,16 @@ def save(cfg: RunConfig, path: Path) -> None:
 
 def load(path: Path) -> RunConfig:
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(str(path), "a directory, expected a TOML config file")
     if not path.is_file():
         raise ConfigError(str(path), "config file not found")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError(str(path), f"not UTF-8 text (byte {exc.start}); a config file is TOML") from None
+    if not text.strip():
+        raise ConfigError(str(path), "empty; a config file is TOML (assign-add config > FILE.toml writes one)")
     return loads(text, source=str(path))
 
 

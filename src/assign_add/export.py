@@ -25,9 +25,18 @@ from dataclasses import asdict
 from pathlib import Path
 
 from assign_add import config as config_mod
-from assign_add.io import atomic_write_text
+from assign_add.io import atomic_write_text, read_json_object
 from assign_add.model.hooked import HookedConfig
-from assign_add.run import RunDir, RunError, check_out_path, check_replaceable, create_run_dir
+from assign_add.run import (
+    RunDir,
+    RunError,
+    check_out_path,
+    check_replaceable,
+    check_tensors,
+    create_run_dir,
+    model_tensors,
+    read_checkpoint,
+)
 
 STEP_DIR = re.compile(r"^step(\d+)$")
 MODEL_FILE = "model.safetensors"
@@ -119,7 +128,7 @@ def _staging(out: Path) -> Path:
     out = Path(out)
     check_out_path(out)
     if out.exists() and any(out.iterdir()):
-        raise RunError(f"--out {out}: already exists and is not empty; choose another --out")
+        raise RunError(f"--out {out}: exists and is not an empty folder; choose another --out")
     out.parent.mkdir(parents=True, exist_ok=True)
     return Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
 
@@ -153,13 +162,46 @@ def export_run(run: RunDir, out: Path, name: str | None = None) -> Path:
     return Path(out)
 
 
-def exported_steps(folder: Path) -> dict[int, Path]:
-    ckpts = Path(folder) / "checkpoints"
+def exported_steps(folder: Path, manifest: list[int] | None = None) -> dict[int, Path]:
+    """Step → checkpoint file of an exported folder.  ``manifest`` (``config.json``'s ``checkpoint_steps``)
+    must name exactly the step folders present: a step it names without a file, or a file it does not
+    name, is refused (one line naming the step's file)."""
+    folder = Path(folder)
+    ckpts = folder / "checkpoints"
     found = {int(m.group(1)): p / MODEL_FILE for p in (ckpts.iterdir() if ckpts.is_dir() else [])
-             if (m := STEP_DIR.match(p.name)) and (p / MODEL_FILE).is_file()}
+             if (m := STEP_DIR.match(p.name))}
     if not found:
         raise RunError(f"{folder}: no checkpoints/step{{S}}/{MODEL_FILE}; not an exported assign-add folder")
-    return found
+    named = set(found) if manifest is None else set(manifest)
+    for s in sorted(named | set(found)):
+        path = ckpts / f"step{s}" / MODEL_FILE
+        if s not in named:
+            raise RunError(f"{path}: a checkpoint that {folder / 'config.json'} does not list; refusing to import")
+        if not path.is_file():
+            raise RunError(f"{path}: missing, but {folder / 'config.json'} lists step {s}; refusing to import")
+    return {s: found[s] for s in sorted(found)}
+
+
+def read_manifest(meta: dict, meta_path: Path) -> list[int] | None:
+    """``config.json``'s ``checkpoint_steps`` (None where an older export has none), checked for shape."""
+    steps = meta.get("checkpoint_steps")
+    if steps is None:
+        return None
+    if not isinstance(steps, list) or not all(isinstance(s, int) and not isinstance(s, bool) and s >= 0
+                                               for s in steps):
+        raise RunError(f"{meta_path}: checkpoint_steps is not a list of step numbers")
+    final = meta.get("final_step")
+    if final is not None and steps and final != max(steps):
+        raise RunError(f"{meta_path}: final_step {final} is not the last of checkpoint_steps ({max(steps)})")
+    return steps
+
+
+def verify_checkpoints(steps: dict[int, Path], cfg: config_mod.RunConfig) -> None:
+    """Load every checkpoint and check its names, shapes and dtypes against ``cfg``'s model (one-line
+    :class:`RunError` naming the first bad file)."""
+    expected = model_tensors(cfg)
+    for path in steps.values():
+        check_tensors(read_checkpoint(path), expected, str(path))
 
 
 def import_export(folder: Path, out: Path, force: bool = False) -> RunDir:
@@ -168,18 +210,21 @@ def import_export(folder: Path, out: Path, force: bool = False) -> RunDir:
     meta_path = folder / "config.json"
     if not meta_path.is_file():
         raise RunError(f"{folder}: no config.json; not an exported assign-add folder")
+    meta = read_json_object(meta_path, "an exported folder's config.json")
     try:
-        meta = json.loads(meta_path.read_text())
         cfg = config_mod.validate(config_mod.from_dict(config_mod.RunConfig, meta["assign_add_config"]))
-    except (json.JSONDecodeError, KeyError, TypeError):
+    except (KeyError, TypeError, AttributeError):
         raise RunError(f"{meta_path}: not an assign-add config.json (no assign_add_config)") from None
-    steps = exported_steps(folder)
+    steps = exported_steps(folder, read_manifest(meta, meta_path))
     if force:
         check_replaceable(out)
+    verify_checkpoints(steps, cfg)  # before anything is written
+    partitions = folder / "data" / "partitions.json"
+    if not partitions.is_file():
+        raise RunError(f"{partitions}: missing; an exported folder holds its train / held-out split")
 
     def populate(staged: RunDir) -> None:
-        exported = (folder / "data" / "partitions.json").read_text()
-        if json.loads(exported) != json.loads(staged.partitions_path.read_text()):
+        if read_json_object(partitions, "the exported split") != json.loads(staged.partitions_path.read_text()):
             raise RunError(f"{folder}: data/partitions.json is not the split its config gives; refusing to import")
         for s, path in sorted(steps.items()):
             shutil.copyfile(path, staged.checkpoint_path(s))

@@ -73,6 +73,23 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def read_json_object(path: Path, what: str = "a JSON object") -> dict[str, Any]:
+    """A JSON file holding one object; a missing, non-UTF-8, invalid or wrongly shaped file raises
+    :class:`DataFileError` naming the file (``what`` says what the file should be)."""
+    path = Path(path)
+    if path.is_dir():
+        raise DataFileError(f"{path}: a directory, expected a file ({what})")
+    if not path.is_file():
+        raise DataFileError(f"{path}: no such file ({what})")
+    try:
+        data = json.loads(_read_text(path))
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{path}: not valid JSON (line {exc.lineno}); expected {what}") from None
+    if not isinstance(data, dict):
+        raise DataFileError(f"{path}: holds a JSON {type(data).__name__}, expected {what}")
+    return data
+
+
 def _read_text(path: Path) -> str:
     try:
         return Path(path).read_text(encoding="utf-8")

@@ -20,8 +20,9 @@ from assign_add.model.hooked import AssignAddTransformer, HookedConfig
 from assign_add.run import (
     RunDir,
     RunError,
-    check_out_path,
+    check_new_run_out,
     check_replaceable,
+    check_tensor,
     create_run_dir,
     save_checkpoint,
 )
@@ -60,8 +61,7 @@ def convert_state_dict(sd: dict[str, torch.Tensor], source: str, model: AssignAd
             continue
         if key not in expected:
             raise RunError(f"{source}: unexpected parameter {key}")
-        if tuple(value.shape) != tuple(expected[key].shape):
-            raise RunError(f"{source}: {key} has shape {tuple(value.shape)}, expected {tuple(expected[key].shape)}")
+        check_tensor(key, value, expected[key], source)
         out[key] = value.to(torch.float32)
     missing = sorted(set(expected) - set(out))
     if missing:
@@ -75,10 +75,9 @@ def authors_config() -> RunConfig:
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="bf16"))
 
 
-def import_paper(paths: list[Path], out: Path, force: bool = False, final_step: int = 40_000, cfg: RunConfig | None = None) -> RunDir:
-    """Write a run directory with the paper config and one checkpoint per file (recorded as trained in bf16:
-    the authors' autocast on a GPU, artifacts README)."""
-    cfg = cfg or authors_config()
+def checkpoint_files(paths: list[Path], final_step: int = 40_000) -> dict[int, Path]:
+    """Step → file for the ``.pth`` files named by ``paths`` (files, or folders whose ``.pth`` files are
+    read, not their subfolders); one line naming the problem when there are none or two give one step."""
     files: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir():
@@ -88,25 +87,27 @@ def import_paper(paths: list[Path], out: Path, force: bool = False, final_step: 
         else:
             raise RunError(f"{p}: no such file or directory")
     if not files:
-        raise RunError("no .pth files given")
-    steps = {}
+        raise RunError(f"{', '.join(map(str, paths))}: no .pth files (the authors' checkpoint_step_S.pth and "
+                       f"{FINAL_NAME})")
+    steps: dict[int, Path] = {}
     for f in files:
         s = step_of(f, final_step)
         if s in steps:
             raise RunError(f"{f} and {steps[s]} both give step {s}")
         steps[s] = f
-    out = Path(out)
+    return steps
+
+
+def read_paper_checkpoints(paths: list[Path], cfg: RunConfig | None = None,
+                           final_step: int = 40_000) -> dict[int, dict[str, torch.Tensor]]:
+    """Every checkpoint loaded and checked (names, shapes, dtypes, zero biases) against ``cfg``'s model,
+    converted to our parameters; nothing is written."""
+    cfg = cfg or authors_config()
     if final_step < 1:
         raise RunError(f"--final-step: must be >= 1, got {final_step}")
-    check_out_path(out)
-    if force:
-        check_replaceable(out)
-    elif out.exists() and any(out.iterdir()):
-        hint = "pass --force to replace it" if RunDir(out).exists() else "choose another --out"
-        raise RunError(f"{out} already exists; {hint}")
     model = AssignAddTransformer(HookedConfig.build(cfg.model, cfg.task), Vocab.from_task(cfg.task))
     converted = {}
-    for s, f in sorted(steps.items()):
+    for s, f in sorted(checkpoint_files(paths, final_step).items()):
         try:
             sd = torch.load(f, map_location="cpu", weights_only=True)
         except Exception as exc:  # noqa: BLE001 - any unreadable file is a user error here
@@ -114,13 +115,28 @@ def import_paper(paths: list[Path], out: Path, force: bool = False, final_step: 
         if not isinstance(sd, dict):
             raise RunError(f"{f}: not a state dict")
         converted[s] = convert_state_dict(sd, str(f), model)
+    return converted
+
+
+def import_paper(paths: list[Path], out: Path, force: bool = False, final_step: int = 40_000, cfg: RunConfig | None = None) -> RunDir:
+    """Write a run directory with the paper config and one checkpoint per file (recorded as trained in bf16:
+    the authors' autocast on a GPU, artifacts README).  Every file is read and checked before anything
+    is written."""
+    cfg = cfg or authors_config()
+    if final_step < 1:
+        raise RunError(f"--final-step: must be >= 1, got {final_step}")
+    checkpoint_files(paths, final_step)
+    out = Path(out)
+    check_replaceable(out) if force else check_new_run_out(out)
+    converted = read_paper_checkpoints(paths, cfg, final_step)
+    model = AssignAddTransformer(HookedConfig.build(cfg.model, cfg.task), Vocab.from_task(cfg.task))
 
     def write_checkpoints(staged: RunDir) -> None:
         for s, sd in converted.items():
             model.load_state_dict(sd)
             save_checkpoint(model, staged.checkpoint_path(s), s)
 
-    status = {"state": "complete", "step": max(steps), "source": "paper-import"}
+    status = {"state": "complete", "step": max(converted), "source": "paper-import"}
     run, lock = create_run_dir(out, cfg, status, populate=write_checkpoints, replace=force)
     lock.release()
     return run

@@ -30,7 +30,7 @@ from assign_add.analysis.suite import analyze, is_current, load_analysis
 from assign_add.config import ConfigError, RunConfig, preset
 from assign_add.io import atomic_write_json
 from assign_add.parallel import cpu_cores, run_pool
-from assign_add.paper import import_paper
+from assign_add.paper import import_paper, read_paper_checkpoints
 from assign_add.report.claims import (
     NOT_MEASURED,
     ClaimResult,
@@ -40,7 +40,7 @@ from assign_add.report.claims import (
 )
 from assign_add.report.beyond import beyond_sections, load_experiments
 from assign_add.report.render import Source, write_report
-from assign_add.run import RunDir, RunError, check_out_path, open_run
+from assign_add.run import RunDir, RunError, check_folder_out, open_run
 from assign_add.train.trainer import train
 
 DEFAULT_STEPS = 40_000  # the authors' run (paper-artifacts README)
@@ -49,6 +49,8 @@ QUICK = ["train.steps=400", "train.eval_every=50", "train.checkpoint_every=50", 
 QUICK_PAPER_STEPS = [1, 2001, 5001, 5301, 5401, 5601, 14501, 15501, 16001, 16201, 20001, 40000]
 
 Log = Callable[[str], None]
+# what a reproduce folder holds (anything else in --out is refused: it is not this command's folder)
+OUT_ENTRIES = {"runs", "claims.json", "timing.json", "report.html", "report.md", "figures"}
 
 
 @dataclass
@@ -199,12 +201,12 @@ def reproduce(
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     t0 = time.perf_counter()
     out = Path(out)
-    check_out_path(out)
+    check_folder_out(out, "reproduce", OUT_ENTRIES)
     configs = [run_config(first_seed + i, steps, quick, overrides or []) for i in range(seeds)]  # validate all first
     sweep_data = load_sweeps(sweeps or {})
     extra = load_experiments(experiments or {})
-    if paper_checkpoints is not None and not Path(paper_checkpoints).exists() and not RunDir(out / "runs" / "released").exists():
-        raise RunError(f"--paper-checkpoints {paper_checkpoints}: no such directory")
+    if paper_checkpoints is not None and not RunDir(out / "runs" / "released").exists():
+        read_paper_checkpoints([Path(paper_checkpoints)])  # every file checked before any seed trains
     seed_dirs = [out / "runs" / f"seed-{c.train.seed}" for c in configs]
     for cfg, d in zip(configs, seed_dirs):
         check_reusable(cfg, d)

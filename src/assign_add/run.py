@@ -167,7 +167,10 @@ class RunDir:
         self.check_step(step, steps)
         cfg = self.config()
         model = AssignAddTransformer(HookedConfig.build(cfg.model, cfg.task), Vocab.from_task(cfg.task))
-        model.load_state_dict(read_checkpoint(self.checkpoint_path(step)))
+        path = self.checkpoint_path(step)
+        tensors = read_checkpoint(path)
+        check_tensors(tensors, model.state_dict(), str(path))
+        model.load_state_dict(tensors)
         return model.to(device).eval()
 
 
@@ -181,6 +184,36 @@ def open_run(path: Path | str) -> RunDir:
 def save_checkpoint(model: torch.nn.Module, path: Path, step: int) -> None:
     tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in model.state_dict().items()}
     atomic_write(path, lambda tmp: save_file(tensors, str(tmp), metadata={"step": str(step)}))
+
+
+def check_tensor(key: str, value: object, expected: torch.Tensor, source: str) -> None:
+    """One parameter against the model's own: a finite floating-point tensor of the same shape, else a
+    one-line :class:`RunError` naming ``source`` and the parameter."""
+    if not isinstance(value, torch.Tensor):
+        raise RunError(f"{source}: {key} is a {type(value).__name__}, not a tensor; not a model state dict")
+    if tuple(value.shape) != tuple(expected.shape):
+        raise RunError(f"{source}: {key} has shape {tuple(value.shape)}, expected {tuple(expected.shape)}")
+    if not value.is_floating_point():
+        raise RunError(f"{source}: {key} has dtype {value.dtype}, expected a floating-point tensor")
+    if not bool(torch.isfinite(value).all()):
+        raise RunError(f"{source}: {key} holds NaN or infinite values")
+
+
+def check_tensors(tensors: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], source: str) -> None:
+    """A checkpoint's tensors against a model's state dict: the same names, each as :func:`check_tensor`."""
+    unexpected = sorted(set(tensors) - set(expected))
+    if unexpected:
+        raise RunError(f"{source}: unexpected parameter {unexpected[0]}; not a checkpoint of this run's model")
+    missing = sorted(set(expected) - set(tensors))
+    if missing:
+        raise RunError(f"{source}: missing parameters {', '.join(missing)}")
+    for key, value in tensors.items():
+        check_tensor(key, value, expected[key], source)
+
+
+def model_tensors(cfg: RunConfig) -> dict[str, torch.Tensor]:
+    """The state dict of ``cfg``'s model (names, shapes, dtypes a checkpoint of it must have)."""
+    return AssignAddTransformer(HookedConfig.build(cfg.model, cfg.task), Vocab.from_task(cfg.task)).state_dict()
 
 
 def read_checkpoint(path: Path) -> dict[str, torch.Tensor]:
@@ -220,6 +253,50 @@ def check_replaceable(out: Path) -> None:
                        "refusing to delete it")
 
 
+def check_folder_out(out: Path, command: str, entries: set[str], pattern: str | None = None) -> None:
+    """An ``--out`` of a command that writes a folder of many files (``reproduce``, ``sweep``, …): absent,
+    empty, or holding only the ``entries`` that command writes (or names matching ``pattern``), so that
+    a rerun resumes its own folder and never writes into someone else's.  Else one line naming a
+    foreign entry."""
+    out = Path(out)
+    check_out_path(out)
+    if not out.is_dir():
+        return
+    ours = re.compile(pattern) if pattern else None
+    foreign = sorted(p.name for p in out.iterdir()
+                     if p.name not in entries and not (ours and ours.fullmatch(p.name))
+                     and not (p.name.startswith(".") and p.name.endswith(".tmp")))
+    if foreign:
+        article = "an" if command[0] in "aeiolu" else "a"  # "an llc folder"
+        raise RunError(f"--out {out}: exists and is not {article} {command} folder (it holds {', '.join(foreign[:3])}); "
+                       "choose another --out")
+
+
+def check_new_run_out(out: Path) -> None:
+    """``out`` may receive a new run: absent or empty.  One wording for every command that creates a
+    run: a folder holding a run, and a folder holding anything else, are named as what they are."""
+    out = Path(out)
+    check_out_path(out)
+    if out.is_dir() and any(p for p in out.iterdir() if not p.name.endswith(".tmp")):
+        if RunDir(out).exists():
+            raise RunError(f"--out {out}: already holds a run; choose another --out (or pass --force, where the "
+                           "command has it, to replace it)")
+        raise RunError(f"--out {out}: exists and is not a run directory; choose another --out")
+
+
+def check_new_file_out(out: Path | None) -> None:
+    """An ``--out`` FILE that a command writes once: absent (a user's file is never overwritten), under a
+    writable folder."""
+    if out is None:
+        return
+    out = Path(out)
+    if out.is_dir():
+        raise RunError(f"--out {out}: exists and is not a file (a folder); give the name of a new file")
+    if out.exists():
+        raise RunError(f"--out {out}: already exists; give the name of a new file (nothing is overwritten)")
+    check_out_path(out.parent)
+
+
 def check_out_path(out: Path) -> None:
     """A one-line error when ``out`` cannot be a directory we create (a file, under a file, read-only)."""
     out = Path(out)
@@ -246,7 +323,7 @@ def create_run_dir(
     """
     root = Path(root)
     cfg = config_mod.settle_precision(cfg)  # a run records fp32 or bf16, never "auto"
-    check_out_path(root)
+    check_out_path(root) if replace else check_new_run_out(root)
     root.parent.mkdir(parents=True, exist_ok=True)
     _remove_orphan_dirs(root)
     old_lock = RunLock(root) if replace and root.is_dir() and any(root.iterdir()) else None

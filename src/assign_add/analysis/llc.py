@@ -48,6 +48,8 @@ class LLCSettings:
 
 
 DEFAULTS = LLCSettings()
+# what an llc folder holds
+OUT_ENTRIES = {"llc.json", "llc.png", "llc.html", "calibration.json", "traces.png", "traces.html"}
 
 
 @dataclass

@@ -199,7 +199,7 @@ def llc_cmd(
     from assign_add.analysis import llc
     from assign_add.charts import render
     from assign_add.io import atomic_write_json
-    from assign_add.run import open_run
+    from assign_add.run import check_folder_out, open_run
 
     run = open_run(run_dir)
     step_list = _parse_ints(steps, "--steps") if steps else run.checkpoint_steps()
@@ -212,6 +212,7 @@ def llc_cmd(
         raise ConfigError("--lr/--localization/--chains/--draws", "must be positive")
     settings = replace(llc.DEFAULTS, **given)
     tick = lambda i, n: err_console.print(f"{i}/{n} estimates", highlight=False)  # noqa: E731
+    check_folder_out(out, "llc", llc.OUT_ENTRIES)
     out.mkdir(parents=True, exist_ok=True)
     if calibrate_lrs:
         res = llc.calibrate(run, step_list, _floats(calibrate_lrs, "--calibrate-lrs"),

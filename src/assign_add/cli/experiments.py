@@ -20,6 +20,7 @@ from assign_add.cli.common import (
     user_errors,
 )
 from assign_add.config import ConfigError
+from assign_add.run import check_new_file_out
 
 
 @app.command("sweep")
@@ -187,6 +188,7 @@ def survival_confirm_cmd(
     from assign_add.io import atomic_write_json
     from assign_add.sweep.survival import confirm, confirm_line
 
+    check_new_file_out(out)
     res = confirm(fit, tests)
     console.print(confirm_line(res), highlight=False, soft_wrap=True)
     if out is not None:
@@ -205,6 +207,7 @@ def survival_compare_cmd(
     from assign_add.io import atomic_write_json
     from assign_add.sweep.compare import compare, compare_line
 
+    check_new_file_out(out)
     res = compare(a, b)
     console.print(compare_line(res, (str(a), str(b))), highlight=False, soft_wrap=True)
     if out is not None:

@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from assign_add.analysis.timing import wilson_interval
+from assign_add.stats import wilson_interval
 from assign_add.io import atomic_write_json, atomic_write_text
-from assign_add.run import RunDir, RunError, open_run
+from assign_add.run import RunDir, RunError, check_folder_out, open_run
 from assign_add.sweep.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
 
 DATA_SEED_BASE = 10_000  # branch data seeds are BASE + k, apart from the seeds runs use by default
@@ -64,6 +64,7 @@ def plan(parents: list[Path], at: list[int], orders: int, out: Path, steps: int,
         raise RunError(f"parent runs need distinct folder names (their branches go to --out/NAME): {', '.join(names)}")
     for p in parents:
         open_run(p)
+    check_folder_out(out, "branches", {"branches.json", "branches.md", *names})
     seeds = [DATA_SEED_BASE + k for k in range(orders)]
     return [BranchJob(str(p), s, d, str(branch_dir(out, p, s, d)), steps, until_bound, str(state_path(out, p, s)))
             for d in seeds for p in parents for s in at]

@@ -22,7 +22,8 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import CensoredData, fisher_exact, logrank
 
-from assign_add.analysis.timing import kaplan_meier, km_median, wilson_interval
+from assign_add.analysis.timing import kaplan_meier, km_median
+from assign_add.stats import wilson_interval
 from assign_add.run import RunError
 from assign_add.sweep.survival import SeedRow, bound_by, read_summary
 

@@ -24,9 +24,10 @@ from assign_add.analysis.early import (
     early_measures,
     predictor_test,
 )
-from assign_add.analysis.timing import binding_survival, wilson_interval
-from assign_add.io import atomic_write_json, atomic_write_text
-from assign_add.run import RunDir, RunError
+from assign_add.analysis.timing import binding_survival
+from assign_add.stats import wilson_interval
+from assign_add.io import atomic_write_json, atomic_write_text, read_json_object
+from assign_add.run import RunDir, RunError, check_folder_out
 from assign_add.sweep.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
 
 CHECKPOINT_EVERY = 500
@@ -57,12 +58,17 @@ class SeedRow:
     llc: float | None = None  # the LLC at ``early_step`` (with ``--llc``)
 
 
+# what a survival folder holds besides its OUT/seed-N runs
+OUT_ENTRIES = {"survival.json", "survival.md", "survival.png", "survival.html"}
+
+
 def plan(seeds: list[int], out: Path, steps: int, until_bound: bool, overrides: list[str],
          early_step: int = EARLY_STEP, llc: bool = False) -> list[SeedJob]:
     if not seeds:
         raise RunError("--seeds lists no seed")
     if len(set(seeds)) != len(seeds):
         raise RunError("--seeds lists a seed twice")
+    check_folder_out(out, "survival", OUT_ENTRIES, r"seed-\d+")
     if steps < early_step:
         raise RunError(f"--steps must be at least {early_step} (the early measures are read there), got {steps}")
     if llc:
@@ -254,12 +260,13 @@ def resolved_rows(summary: dict) -> list[tuple[SeedRow, bool]]:
 
 
 def read_summary(path: Path) -> dict:
-    """A ``survival.json`` written by the survival command; a RunError for anything else."""
-    try:
-        summary = json.loads(Path(path).read_text())
-    except json.JSONDecodeError as exc:
-        raise RunError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})") from None
-    if not isinstance(summary, dict) or not {"horizon", "planned", "rows"} <= set(summary):
+    """A ``survival.json`` written by the survival command (or the study folder holding it); a one-line
+    error for anything else."""
+    path = Path(path)
+    if path.is_dir() and (path / "survival.json").is_file():
+        path = path / "survival.json"
+    summary = read_json_object(path, "a survival.json written by assign-add survival")
+    if not {"horizon", "planned", "rows"} <= set(summary):
         raise RunError(f"{path}: not a survival summary (no horizon, planned and rows)")
     return summary
 

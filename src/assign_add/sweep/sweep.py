@@ -18,7 +18,7 @@ from pathlib import Path
 
 from assign_add.config import ConfigError
 from assign_add.io import atomic_write_json
-from assign_add.run import RunError, check_out_path
+from assign_add.run import RunError, check_folder_out
 from assign_add.sweep.backends import Progress, default_workers, run_local, run_ray
 from assign_add.sweep.spec import SweepSpec
 from assign_add.sweep.summary import summarize, write_outputs
@@ -27,7 +27,7 @@ from assign_add.sweep.summary import summarize, write_outputs
 def prepare_sweep_dir(spec: SweepSpec, root: Path) -> None:
     """Check ``root`` can hold this sweep (a one-line error otherwise) and write ``spec.json``."""
     root = Path(root)
-    check_out_path(root)
+    check_folder_out(root, "sweep", {"spec.json", "sweep.json", "table.md", "runs"}, r"[\w.=-]+\.(png|html)")
     spec_path = root / "spec.json"
     if spec_path.is_file():
         try:

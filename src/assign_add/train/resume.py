@@ -20,7 +20,7 @@ from assign_add.lock import RunLock
 from assign_add.run import (
     RunDir,
     RunError,
-    check_out_path,
+    check_new_run_out,
     check_replaceable,
     config_differences,
     create_run_dir,
@@ -105,9 +105,7 @@ def prepare_run_dir(out: Path, cfg: RunConfig, resume: bool, force: bool) -> tup
                            "or pass --force to delete it and start over")
         raise RunError(f"{out} already holds this run ({status.get('state', '?')} at step {status.get('step', 0)}); "
                        "pass --resume to continue it or --force to delete it and start over")
-    check_out_path(out)
-    if out.is_dir() and any(p for p in out.iterdir() if not p.name.endswith(".tmp")):
-        raise RunError(f"{out} exists and is not a run directory; choose another --out")
+    check_new_run_out(out)
     run, lock = create_run_dir(out, cfg, new_status)
     return run, lock, False
 
