@@ -74,3 +74,73 @@ def test_the_model_card_states_the_claims_and_where_the_weights_came_from(short_
     assert "| C5 | " in card and "| not measured |" in card, "every claim's verdict, as evaluate_claims gives it"
     released = (export_run(released_run, tmp_path / "released") / "README.md").read_text()
     assert "imported from the authors' released checkpoints" in released
+
+
+@pytest.fixture(scope="module")
+def tiny_export(tmp_path_factory):
+    """A tiny run's exported folder (fast: the tiny preset, 16 steps, 8 checkpoints)."""
+    from assign_add.config import resolve
+
+    root = tmp_path_factory.mktemp("tiny-export")
+    train(resolve("tiny", overrides=["train.steps=16", "train.eval_every=8"]), root / "run")
+    return export_run(RunDir(root / "run"), root / "hub")
+
+
+def _copy(folder, dest):
+    import shutil
+
+    return shutil.copytree(folder, dest)
+
+
+def _refused(folder, out, *words):
+    with pytest.raises(RunError) as err:
+        import_export(folder, out)
+    assert all(w in str(err.value) for w in words) and "\n" not in str(err.value), str(err.value)
+    assert not out.exists() and not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}")]
+
+
+def test_import_refuses_a_corrupt_checkpoint_and_writes_nothing(tiny_export, tmp_path):
+    folder = _copy(tiny_export, tmp_path / "hub")
+    bad = folder / "checkpoints" / "step8" / "model.safetensors"
+    bad.write_bytes(bytes(range(100)))
+    _refused(folder, tmp_path / "back", str(bad), "unreadable checkpoint")
+
+
+def test_import_refuses_a_step_its_manifest_names_without_a_file(tiny_export, tmp_path):
+    import shutil
+
+    folder = _copy(tiny_export, tmp_path / "hub")
+    shutil.rmtree(folder / "checkpoints" / "step8")
+    _refused(folder, tmp_path / "back", "step8", "missing", "lists step 8")
+
+
+def test_import_refuses_a_checkpoint_of_another_shape(tiny_export, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    folder = _copy(tiny_export, tmp_path / "hub")
+    path = folder / "checkpoints" / "step4" / "model.safetensors"
+    tensors = load_file(str(path))
+    name = next(iter(tensors))
+    tensors[name] = torch.zeros(3, 3)
+    save_file(tensors, str(path))
+    _refused(folder, tmp_path / "back", str(path), name, "has shape (3, 3)")
+
+
+def test_import_of_an_intact_folder_loads_every_step(tiny_export, tmp_path):
+    back = import_export(tiny_export, tmp_path / "back")
+    assert back.checkpoint_steps() == json.loads((tiny_export / "config.json").read_text())["checkpoint_steps"]
+    for s in back.checkpoint_steps():
+        assert back.load_model(s) is not None
+
+
+def test_a_run_with_a_checkpoint_of_wrong_names_says_which_file(tiny_export, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    back = import_export(tiny_export, tmp_path / "back")
+    path = back.checkpoint_path(back.checkpoint_steps()[-1])
+    tensors = load_file(str(path))
+    tensors["not.a.parameter"] = torch.zeros(1)
+    save_file(tensors, str(path))
+    with pytest.raises(RunError, match="unexpected parameter not.a.parameter") as err:
+        back.load_model()
+    assert str(path) in str(err.value)
