@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from assign_add.analysis.spike import MEASURES, measure_series
+from assign_add.stats import spearman, wilson_interval
 
 PHASES = ("addition", "binding", "refinement")
 LEVEL = 0.5  # the fraction of a measure's range whose first crossing is its "step"
@@ -28,9 +29,11 @@ class Predictor:
     measure: str
     label: str
     steps: list[int | None]  # per seed
-    early_in_every_seed: bool
+    early_in_every_seed: bool  # before binding in every seed that bound (seeds that did not bind are not counted)
     rho: float | None
     p_value: float | None
+    n: int = 0  # the seeds in the correlation (bound, with a crossing)
+    p_method: str = ""  # "exact" (every permutation, n <= 9) or "t approximation"
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -74,16 +77,6 @@ def km_median(curve: list[tuple[float, float]]) -> float | None:
     """The smallest time with S(t) ≤ 0.5; None when the curve never gets there (the median lies
     beyond the last censoring time)."""
     return next((t for t, s in curve if s <= 0.5), None)
-
-
-def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95 % Wilson score interval of a proportion k / n."""
-    if n == 0:
-        return (0.0, 1.0)
-    phat = k / n
-    centre = (phat + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * np.sqrt(phat * (1 - phat) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return (float(max(0.0, centre - half)), float(min(1.0, centre + half)))
 
 
 def binding_survival(per_seed: list[dict[str, int | None]]) -> dict | None:
@@ -140,8 +133,6 @@ def crossing_step(steps: list[int], values: list[float], level: float = LEVEL) -
 
 
 def predictors(analyses: list[dict]) -> list[Predictor]:
-    from scipy.stats import spearmanr
-
     binding = [phase_steps(a)["binding"] for a in analyses]
     series = [measure_series(a) for a in analyses]
     out = []
@@ -149,12 +140,9 @@ def predictors(analyses: list[dict]) -> list[Predictor]:
         steps = [crossing_step(*s[key][1:]) if key in s else None for s in series]
         bound = [(x, b) for x, b in zip(steps, binding) if b is not None]  # seeds that reached binding
         pairs = [(x, b) for x, b in bound if x is not None]
-        early = len(pairs) >= 3 and len(pairs) == len(bound) and all(x < b for x, b in pairs)
-        rho = p = None
-        if len(pairs) >= 3 and len({x for x, _ in pairs}) > 1 and len({b for _, b in pairs}) > 1:
-            res = spearmanr([x for x, _ in pairs], [b for _, b in pairs])
-            rho, p = float(res.statistic), float(res.pvalue)
-        out.append(Predictor(key, label, steps, early, rho, p))
+        early = len(pairs) >= 1 and len(pairs) == len(bound) and all(x < b for x, b in pairs)
+        rho, p, how = spearman([x for x, _ in pairs], [b for _, b in pairs])
+        out.append(Predictor(key, label, steps, early, rho, p, len(pairs), how if p is not None else ""))
     return out
 
 

@@ -26,11 +26,14 @@ from assign_add.report.sweep_claims import sweep_claim
 from assign_add.sweep.spec import LEVEL as SWEEP_LEVEL
 from assign_add.report.verdicts import (  # noqa: F401 (the vocabulary is re-exported for callers of claims)
     AGGREGATE_RULE,
+    AT_EDGE,
     FAILS,
     HOLDS,
     MIXED,
     NOT_BOUND,
     NOT_CONVERGED,
+    NOT_FINISHED,
+    NOT_LED,
     NOT_MEASURED,
     Aggregate,
     ClaimResult,
@@ -97,6 +100,10 @@ def last_step(a: dict) -> int | None:
     return int(steps[-1]) if steps else None
 
 
+def not_finished_verdict(step: int | None) -> str:
+    return f"{NOT_FINISHED} {step:,}" if step is not None else f"{NOT_FINISHED} the end"
+
+
 def not_bound_verdict(step: int | None) -> str:
     return f"{NOT_BOUND} {step:,}" if step is not None else f"{NOT_BOUND} the end"
 
@@ -146,7 +153,11 @@ def c1(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
         ok = acc >= k["C1_ZERO_VAR_HELDOUT_BEFORE_BINDING"]
         return ClaimResult("C1", float(p["addition"]), f"addition at {p['addition']}, not bound by {end:,}; 0-var "
                            f"held-out {acc:.3f} at step {end:,}", _verdict(ok))
-    if p["addition"] is None or p["binding"] is None:
+    if p["addition"] is None:  # the first phase still under way at the end: nothing to judge yet
+        end = last_step(a)
+        return ClaimResult("C1", None, f"0-var held-out never reached the addition level by step {end:,}",
+                           not_finished_verdict(end), "the addition phase had not finished")
+    if p["binding"] is None:
         return ClaimResult("C1", None, f"addition {p['addition']}, binding {p['binding']}", FAILS, "a phase was not found")
     before = d["steps"][max(d["steps"].index(p["binding"]) - 1, 0)]
     acc = _acc_at(d, "0var_heldout", before)
@@ -244,6 +255,11 @@ def c3(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     detail = (f"binding {p['binding']:,}; plateau {k['C3_PLATEAU_STEPS']:,.0f} steps at ≤ "
               f"{k['C3_FORBIDDEN_AT_BINDING']:.0%}: {text}; forbidden-position mean ≥ {k['REFINEMENT_ACC']:.0%} from "
               f"{refinement if refinement is not None else 'never'}")
+    if not jumps and any(what == "never fixed" for what, _ in outcomes.values()):
+        # a curve still on its plateau at the end: its later phase may yet come, so not a counterexample
+        return ClaimResult("C3", None, detail, not_finished_verdict(d["steps"][-1]),
+                           "a restricted curve stayed unsolved after binding and was not fixed by the end "
+                           "(refinement not finished)")
     reason = "" if jumps else "no restricted curve is fixed in a later phase (" + "; ".join(
         sorted({what for what, _ in outcomes.values()})) + ")"
     return ClaimResult("C3", float(max(jumps.values())) if jumps else None, detail, _verdict(bool(jumps)), reason)
@@ -256,9 +272,17 @@ def c4(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     names = [k for k in d["acc"] if "forbidden" in k or (k.startswith("1var_") and k.endswith(("_left", "_right")))]
     if not names:
         return ClaimResult("C4", None, "", NOT_MEASURED, "the task has no forbidden positions")
-    finals = {k: d["acc"][k][-1] for k in names}
+    finals = {n: d["acc"][n][-1] for n in names}
     worst = min(finals, key=finals.get)
-    detail = ", ".join(f"{k} {v:.3f}" for k, v in finals.items())
+    detail = ", ".join(f"{n} {v:.3f}" for n, v in finals.items())
+    # the final state is judged only once refinement finished: every restricted curve has reached the
+    # refinement level at some evaluation; a curve still below it at the end is "not finished by T"
+    unfinished = [n for n in names if RESTRICTED.match(n) and max(d["acc"][n]) < k["REFINEMENT_ACC"]]
+    if unfinished:
+        return ClaimResult("C4", float(finals[worst]), f"worst {worst} {finals[worst]:.3f}; {detail}",
+                           not_finished_verdict(last_step(a)),
+                           f"refinement not finished: {', '.join(unfinished)} never reached "
+                           f"{k['REFINEMENT_ACC']:.0%}")
     return ClaimResult("C4", float(finals[worst]), f"worst {worst} {finals[worst]:.3f}; {detail}",
                        _verdict(finals[worst] >= k["C4_FORBIDDEN_FINAL"]))
 
@@ -373,6 +397,7 @@ def c11(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
         return _missing("C11", "the correlation's permutation null (re-run assign-add analyze)")
     beats_null = win["corr"][0] > null[0]
     ok = win["diag_share"][0] >= k["C11_DIAG_SHARE"] and win["corr"][0] >= k["C11_CORR"] and beats_null
+    leads = gradient_leads(win["corr"], own)
     mixture = summary.get("full_mixture_window")
     in_window = (f"full training mixture in the same window: diagonal share {_fmt_ms(mixture['diag_share'])}, "
                  f"correlation {_fmt_ms(mixture['corr'])}" if mixture else "")
@@ -385,7 +410,23 @@ def c11(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     reason = "in the theory's setting (1-var sequences whose = carries the variable, with the previous-token head)"
     if not beats_null:
         reason += "; the correlation does not beat its permutation null"
+    if ok and leads is None:
+        return _missing("C11", "the checkpoint's own QK₂ correlation, the null the gradient must beat (re-run analyze)")
+    if ok and not leads:
+        reason += (f"; the gradient's correlation with the final QK₂ ({_fmt_ms(win['corr'])}) does not exceed the "
+                   f"checkpoint's own QK₂'s ({_fmt_ms(own)}) by more than their spread over the disjoint samples")
+        return ClaimResult("C11", float(win["corr"][0]), detail, NOT_LED, reason)
     return ClaimResult("C11", float(win["corr"][0]), detail, _verdict(ok), reason)
+
+
+def gradient_leads(grad: list[float], own: list[float] | None) -> bool | None:
+    """Whether −∇QK₂ predicts the final QK₂ better than the checkpoint's own QK₂ does: its window-mean
+    correlation exceeds the own QK₂'s by more than the larger of the two sds over the disjoint samples.
+    One comparison per window, so the serial correlation of neighbouring checkpoints does not count as
+    more evidence.  None without the own-QK₂ figure."""
+    if not own:
+        return None
+    return grad[0] - own[0] > max(grad[1], own[1])
 
 
 CLAIMS = [
@@ -473,7 +514,16 @@ def evaluate_claims(analysis: dict, cuts: Cuts = CUT_VALUES, robustness: bool = 
         out[cid] = fn(analysis, cuts)
         if robustness and out[cid].verdict != NOT_MEASURED:
             out[cid].robustness, out[cid].under_previous = robustness_of(cid, analysis, out[cid].verdict, cuts)
+            mark_edge(out[cid])
     return out
+
+
+def mark_edge(res: ClaimResult) -> None:
+    """A judged verdict that flips when one of its cuts moves within ±20 % reads "at the edge" (the
+    verdict at the cut itself stays in the reason).  B is an event with a step, not a verdict at a cut."""
+    if res.id != "B" and res.verdict in (HOLDS, FAILS) and res.robustness.startswith("fragile"):
+        res.reason = "; ".join(x for x in (f"{res.verdict} at the cut itself", res.reason) if x)
+        res.verdict = AT_EDGE
 
 
 def robustness_of(cid: str, analysis: dict, verdict: str, cuts: Cuts = CUT_VALUES) -> tuple[str, str]:

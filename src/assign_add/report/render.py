@@ -23,10 +23,12 @@ from assign_add.report.claims import (
     BY_ID,
     CLAIMS,
     AGGREGATE_RULE,
+    AT_EDGE,
     HOLDS,
     MIXED,
     NOT_CONVERGED,
     NOT_BOUND,
+    NOT_FINISHED,
     NOT_MEASURED,
 )
 
@@ -122,7 +124,7 @@ def differences(sources: list[Source]) -> list[str]:
     for src in sources:
         for claim in CLAIMS:
             verdict, reason = verdict_of(src, claim.id)
-            if verdict not in (HOLDS, NOT_MEASURED) and not verdict.startswith(NOT_BOUND):
+            if verdict not in (HOLDS, NOT_MEASURED, AT_EDGE) and not verdict.startswith((NOT_BOUND, NOT_FINISHED)):
                 out.append(f"{claim.id} {verdict} for {src.name}" + (f" ({reason})" if reason else "") + ".")
     return out
 
@@ -171,16 +173,18 @@ def timing_rows(timing: dict) -> tuple[list[str], list[list[str]], list[str], li
         rows.append(["binding (Kaplan–Meier, unbound seeds censored)",
                      f"{km['bound']} of {km['n']} bound by {km['horizon']:,} (95 % CI {lo:.0%}–{hi:.0%})",
                      "—", median, "—", "—", _fmt(ref.get("binding"))])
-    pcols = ["measure", "half-range step per seed", "before binding in every seed", "Spearman ρ with binding", "p"]
+    pcols = ["measure", "half-range step per seed", "before binding in every bound seed", "Spearman ρ with binding",
+             "n", "p (two-sided)"]
     prows = [[p["label"], ", ".join("—" if x is None else f"{x:,}" for x in p["steps"]),
               "yes" if p["early_in_every_seed"] else "no",
-              "—" if p["rho"] is None else f"{p['rho']:+.2f}", "—" if p["p_value"] is None else f"{p['p_value']:.3g}"]
+              "—" if p["rho"] is None else f"{p['rho']:+.2f}", str(p.get("n", "—")),
+              "—" if p["p_value"] is None else f"{p['p_value']:.3g} ({p.get('p_method') or 'approximate'})"]
              for p in timing["predictors"]]
     best = timing.get("best")
     sentence = ("No measure crosses half its range before binding in every seed with a defined correlation."
                 if best is None else
-                f"Best early predictor of the binding step: {best['label']} (ρ = {best['rho']:+.2f}, p = "
-                f"{best['p_value']:.3g} per measure; {timing['measures_tried']} measures tried, so multiply p by "
+                f"Best early predictor of the binding step: {best['label']} (ρ = {best['rho']:+.2f}, n = "
+                f"{best.get('n', '?')}, p = {best['p_value']:.3g} {best.get('p_method') or ''} per measure; {timing['measures_tried']} measures tried, so multiply p by "
                 f"{timing['measures_tried']} for a Bonferroni reading).")
     return cols, rows, pcols, prows, sentence
 
@@ -391,7 +395,7 @@ pre{background:#f7f7f7;padding:8px;overflow:auto;font-size:12px}
 def _verdict_class(text: str) -> str:
     if text.startswith(HOLDS):
         return "holds"
-    if text.startswith((NOT_MEASURED, NOT_CONVERGED, NOT_BOUND)) or " seeds bound" in text:
+    if text.startswith((NOT_MEASURED, NOT_CONVERGED, NOT_BOUND, NOT_FINISHED, AT_EDGE)) or " seeds bound" in text:
         return "nm"
     if text.startswith(MIXED):
         return "mixed"

@@ -10,15 +10,30 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from assign_add.stats import wilson_interval
+
 HOLDS, FAILS, NOT_MEASURED, MIXED = "holds", "does not hold", "not measured", "mixed"
 NOT_BOUND = "not bound by"  # verdict prefix: "not bound by 20,000"
+NOT_FINISHED = "not finished by"  # verdict prefix: the claim's phase was still under way at the run's end
+AT_EDGE = "at the edge"  # the verdict flips when one of its cuts moves within ±20 %: neither holds nor fails
 NOT_CONVERGED = "not converged"
+# C11 when the blocks form but the gradient predicts them no better than the checkpoint's own QK₂
+NOT_LED = "the blocks form; the gradient does not lead them"
+JUDGED = (HOLDS, FAILS, NOT_LED)  # the verdicts that count in "holds in k of n judged"
 
-AGGREGATE_RULE = ("over seeds: claims that presuppose the binding circuit (C2–C4, C8–C11) are judged over the seeds "
-                  "that bound, the others shown as 'not bound by T' and not counted; C1 and C5 over all seeds. A "
-                  "verdict shared by every seed that measured the claim is kept (holds, does not hold); "
-                  "seeds that disagree give 'mixed', with how many seeds it holds in; the value is the mean ± sd "
-                  "(n − 1) over seeds, each seed's value beside it")
+AGGREGATE_RULE = ("over seeds: a seed is judged on a claim only when the claim's phase finished in it — claims that "
+                  "presuppose the binding circuit (C2–C4, C8–C11) only in seeds that bound ('not bound by T' "
+                  "otherwise), claims about a later phase (C3, C4: refinement) only where that phase finished "
+                  "('not finished by T'); a seed whose value lies within ±20 % of a cut (the verdict flips when the "
+                  "cut moves that far) is 'at the edge'. Neither counts as a counterexample. Over the judged seeds: "
+                  "'holds' when it holds in all, 'does not hold' when in none, else 'mixed', each with 'holds in k "
+                  "of n judged' and its 95 % Wilson interval; the value is the mean ± sd (n − 1) over seeds, each "
+                  "seed's value beside it")
+
+
+def is_censored(verdict: str) -> bool:
+    """A seed whose phase had not happened by the end of its run: nothing to judge yet."""
+    return verdict.startswith((NOT_BOUND, NOT_FINISHED))
 
 @dataclass
 class ClaimResult:
@@ -45,6 +60,9 @@ class Aggregate:
     verdict: str
     reason: str
     robustness: str = ""  # "robust" when every seed's verdict is, else which seeds are fragile and why
+    holds: int = 0  # seeds in which it holds, of
+    judged: int = 0  # the seeds judged (phase finished, not at the edge)
+    interval: tuple[float, float] | None = None  # 95 % Wilson interval of holds / judged
 
 
 def aggregate(results: list[ClaimResult]) -> Aggregate:
@@ -54,20 +72,43 @@ def aggregate(results: list[ClaimResult]) -> Aggregate:
         return aggregate_binding(results)
     vals = [r.value for r in results]
     nums = [v for v in vals if v is not None]
-    unbound = [r.verdict for r in results if r.verdict.startswith(NOT_BOUND)]
-    measured = [r.verdict for r in results if r.verdict != NOT_MEASURED and not r.verdict.startswith(NOT_BOUND)]
-    if not measured:
-        if unbound:
-            return Aggregate(results[0].id, None, None, vals, unbound[0] if len(set(unbound)) == 1 else NOT_BOUND,
-                             f"no seed bound: {len(unbound)} of {len(results)} not bound")
-        return Aggregate(results[0].id, None, None, vals, NOT_MEASURED, results[0].reason)
-    n_hold = sum(v == HOLDS for v in measured)
-    verdict = measured[0] if len(set(measured)) == 1 else MIXED
-    reason = "" if verdict == HOLDS else f"holds in {n_hold} of {len(measured)} seeds"
+    verdicts = [r.verdict for r in results]
+    unbound = [v for v in verdicts if v.startswith(NOT_BOUND)]
+    unfinished = [v for v in verdicts if v.startswith(NOT_FINISHED)]
+    edge = [v for v in verdicts if v == AT_EDGE]
+    judged = [v for v in verdicts if v in JUDGED]
+    k, n = sum(v == HOLDS for v in judged), len(judged)
+    cid = results[0].id
+    if not judged:
+        verdict = next((v for v in (AT_EDGE if edge else None, unfinished[0] if unfinished else None,
+                                    unbound[0] if unbound else None) if v), NOT_MEASURED)
+        if verdict == NOT_MEASURED:
+            return Aggregate(cid, None, None, vals, NOT_MEASURED, results[0].reason)
+        reason = _counts_text(len(results), 0, 0, edge, unfinished, unbound)
+        return Aggregate(cid, *_mean_sd_over_seeds(nums), vals, verdict, reason, robustness_over_seeds(results))
+    verdict = HOLDS if k == n else (FAILS if k == 0 else MIXED)
+    if verdict == FAILS and all(v == NOT_LED for v in judged):
+        verdict = NOT_LED
+    reason = _counts_text(len(results), k, n, edge, unfinished, unbound)
+    return Aggregate(cid, *_mean_sd_over_seeds(nums), vals, verdict, reason, robustness_over_seeds(results),
+                     k, n, wilson_interval(k, n))
+
+
+def _counts_text(total: int, k: int, n: int, edge: list, unfinished: list, unbound: list) -> str:
+    """'holds in k of n judged (95 % Wilson lo–hi)' and why the other seeds were not judged."""
+    parts = []
+    if n:
+        lo, hi = wilson_interval(k, n)
+        parts.append(f"holds in {k} of {n} judged (95 % Wilson {lo:.2f}–{hi:.2f})")
+    if edge:
+        parts.append(f"at the edge of a cut in {len(edge)}")
+    if unfinished:
+        parts.append(f"phase not finished by the end in {len(unfinished)} ({unfinished[0]})")
     if unbound:
-        reason = "; ".join(x for x in (reason, f"judged over the {len(measured)} seeds that bound; {len(unbound)} "
-                                               f"{'seed' if len(unbound) == 1 else 'seeds'} not bound (not counted)") if x)
-    return Aggregate(results[0].id, *_mean_sd_over_seeds(nums), vals, verdict, reason, robustness_over_seeds(results))
+        parts.append(f"not bound in {len(unbound)} (not judged)")
+    if unfinished or unbound:
+        parts.append(f"phase finished by the end: {total - len(unfinished) - len(unbound)} of {total}")
+    return "; ".join(parts)
 
 
 def robustness_over_seeds(results: list[ClaimResult]) -> str:
