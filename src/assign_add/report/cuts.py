@@ -80,7 +80,7 @@ CLAIM_CUTS: dict[str, tuple[str, ...]] = {
     "C1": ("C1_ZERO_VAR_HELDOUT_BEFORE_BINDING",),
     "C2": ("C2_MIN_RISE",),
     "C3": ("C3_FORBIDDEN_AT_BINDING", "C3_PLATEAU_STEPS", "REFINEMENT_ACC"),
-    "C4": ("C4_FORBIDDEN_FINAL",),
+    "C4": ("C4_FORBIDDEN_FINAL", "REFINEMENT_ACC"),
     "C5": ("C5_HELDOUT_FINAL",),
     "C6": ("C6_C7_TOLERANCE",),
     "C7": ("C6_C7_TOLERANCE",),

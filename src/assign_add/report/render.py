@@ -18,6 +18,7 @@ from pathlib import Path
 from assign_add.analysis.timing import PHASES
 from assign_add.io import atomic_write_text
 from assign_add.report.cuts import CUTS, MOVE
+from assign_add.report.history import history_rows
 from assign_add.report.source import AUTHORS_PROTOCOL, Source
 from assign_add.report.claims import (
     BY_ID,
@@ -286,10 +287,16 @@ def sweep_figures(sources: list[Source], cid: str) -> list[Figure]:
     return out
 
 
+HISTORY_COLUMNS = ["date", "commit", "what changed", "data seen before the change"]
+
+
 def claim_section(sources: list[Source], cid: str) -> list[Block]:
     blocks: list[Block] = [Heading(f"{cid}: {BY_ID[cid].statement}", anchor=cid),
                            Text(f"{BY_ID[cid].criterion}.", lead="Criterion:"),
-                           Bullets([item for src in sources for item in claim_bullets(src, cid)])]
+                           Bullets([item for src in sources for item in claim_bullets(src, cid)]),
+                           Text("the criterion's changes, and whether its data had been seen before each:",
+                                lead="History:"),
+                           Table(HISTORY_COLUMNS, history_rows(cid), "history")]
     if cid == "C2":
         for src in sources:
             for label, caption, rows in spike_tables(src):
