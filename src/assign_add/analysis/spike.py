@@ -48,6 +48,8 @@ C2_MEASURE = "prev_token"
 # C2's second part: the routing circuit appearing at the spike -- the = query's layer-1 split
 # between the operands and layer-2 routing onto the bound values.
 C2_ROUTING = ("eq_to_left", "eq_to_right", "routing_acc")
+# the same with layer-2 routing read as C10 reads it: the ='s top two keys are the summands' value tokens
+C2_ROUTING_SUMMANDS = ("eq_to_left", "eq_to_right", "summand_routing")
 IN_PLACE_FRACTION = 0.2
 JUMPS, IN_PLACE, ELSEWHERE = "jumps at binding", "in place before", "changes elsewhere"
 
@@ -190,3 +192,66 @@ def aligned_series(analysis: dict, binding: int) -> tuple[list[float], dict[str,
         lookup = dict(zip(steps, scaled))
         out[key] = [float(lookup[x]) if x in lookup else float("nan") for x in xs]
     return [float(x - binding) for x in xs], out
+
+
+# C2 on one grid for every source: the authors' checkpoints are 1,000 steps apart outside their two
+# windows (every 100 steps at 5,101–5,601 and 14,301–16,201), ours every 100 up to 10,000 then 250 and
+# 1,000.  Rates are compared only over intervals of this one length, the coarsest spacing every source
+# has over the whole run, so neither the densely checkpointed stretch nor a long interval's average is
+# favoured.
+GRID_EVERY = 1000
+# the spike itself is read at the evaluations' finest shared spacing: 100 steps (our evaluations; the
+# authors' checkpoints around their spike)
+SPIKE_INTERVAL = 100
+
+
+def on_grid(steps: list[int], values: list[float], every: int = GRID_EVERY) -> tuple[np.ndarray, np.ndarray]:
+    """The points at multiples of ``every`` (step k·every, or k·every + 1 as the authors number theirs)."""
+    s = np.asarray(steps)
+    keep = np.nonzero((s % every == 0) | (s % every == 1))[0]
+    return s[keep], np.asarray(values, dtype=float)[keep]
+
+
+def largest_rise(steps: list[int], values: list[float], length: int = SPIKE_INTERVAL) -> tuple[int, float, float] | None:
+    """(end step, value before, rise) of the largest rise over intervals exactly ``length`` steps long
+    (consecutive evaluations ``length`` apart); None without any such interval."""
+    s, v = np.asarray(steps), np.asarray(values, dtype=float)
+    ok = np.nonzero(np.diff(s) == length)[0]
+    if not len(ok):
+        return None
+    i = int(ok[np.argmax(np.diff(v)[ok])])
+    return int(s[i + 1]), float(v[i]), float(v[i + 1] - v[i])
+
+
+@dataclass
+class GridChange:
+    """A measure's fastest change on the common grid, and where it lies against the binding interval."""
+
+    measure: str
+    fastest_end: int | None  # the grid step ending the interval with the largest |change|
+    binding_end: int | None  # the grid step ending the interval that holds the binding step
+    change: float | None
+    at_spike: bool  # the fastest interval is the binding one or next to it
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def grid_change(measure: str, steps: list[int], values: list[float], binding: int, start: int = 0,
+                every: int = GRID_EVERY) -> GridChange:
+    """The largest |change| over equal ``every``-step intervals beginning at or after ``start`` (the
+    addition step: before it the network is leaving its initialisation), and whether it is the
+    interval holding ``binding`` or one next to it."""
+    gs, gv = on_grid(steps, values, every)
+    if len(gs) < 2:
+        return GridChange(measure, None, None, None, False)
+    diffs = np.diff(gv)
+    # only intervals exactly `every` long: a missing grid point never makes a longer interval count
+    ok = np.nonzero((gs[:-1] >= start - (start % every)) & (np.diff(gs) == every))[0]
+    holding = np.nonzero((gs[:-1] < binding) & (gs[1:] >= binding))[0]
+    if not len(ok) or not len(holding):
+        return GridChange(measure, None, None, None, False)
+    j = int(ok[np.argmax(np.abs(diffs[ok]))])
+    b = int(holding[0])
+    moved = abs(float(diffs[j])) > 0  # a measure that never changes forms nowhere, least of all at the spike
+    return GridChange(measure, int(gs[j + 1]), int(gs[b + 1]), float(diffs[j]), moved and abs(j - b) <= 1)

@@ -18,8 +18,7 @@ import numpy as np
 from assign_add.analysis import criteria as AC
 from assign_add.analysis.dynamics import first_at, forbidden_mean
 from assign_add.analysis.gradients import MIN_SEQUENCES, PREV_TOKEN_MIN
-from assign_add.analysis.spike import C2_MEASURE as SPIKE_MEASURE
-from assign_add.analysis.spike import C2_ROUTING as SPIKE_ROUTING
+from assign_add.analysis import spike
 from assign_add.report.cuts import CLAIM_CUTS, CUTS, MOVE, Cut
 from assign_add.report.cuts import VALUES as CUT_VALUES
 from assign_add.report.sweep_claims import sweep_claim
@@ -42,7 +41,7 @@ from assign_add.report.verdicts import (  # noqa: F401 (the vocabulary is re-exp
 
 PAPER_STEPS = 40_000  # the authors' run
 # Claims about the binding circuit or what it feeds: a run in which it has not formed has nothing to judge.
-NEEDS_BINDING = ("C2", "C3", "C4", "C8", "C9", "C10", "C11")
+NEEDS_BINDING = ("C2a", "C2b", "C2c", "C3", "C4", "C8", "C9", "C10", "C11")
 
 # Thresholds of the claims table: stated once, with their bases, in report/cuts.py (the names below
 # are their default values, for the criterion texts).
@@ -176,41 +175,76 @@ def _largest_rise_step(by_step: dict, key: str) -> int | None:
     return steps[int(np.argmax(np.diff(vals))) + 1]
 
 
-def c2(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
-    """In three parts, as the sentence has them: (1) the spike: the largest 1-var held-out rise between
-    two evaluations is at least the cut; (2) the routing circuit appears at the spike: the = query's
-    layer-1 split between the operands and layer-2 routing accuracy each change fastest (per step) in
-    the binding interval or one next to it; (3) the previous-token head (values attending to their
-    variables) forms there too.  C2 holds when all three do; the detail gives each part's verdict."""
-    if "dynamics" not in a or not a.get("spike"):
-        return _missing("C2", "dynamics or the spike table (attention by checkpoint)")
-    p, table = a["dynamics"]["phases"], a["spike"]
-    rows = {r["measure"]: r for r in table["rows"]}
-    named = rows.get(SPIKE_MEASURE)
-    routing = [rows[m] for m in SPIKE_ROUTING if m in rows]
-    if named is None or len(routing) < len(SPIKE_ROUTING):
-        return _missing("C2", "layer-1 attention and layer-2 routing around the binding step")
+def c2a(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    """The spike: the largest rise of 1-var held-out accuracy over a 100-step interval (the finest spacing
+    every source has around its spike) is at least the cut; the rise relative to what was left to learn,
+    rise / (1 − accuracy before), beside it."""
+    d = a.get("dynamics", {})
+    curve = d.get("acc", {}).get(AC.BINDING_SET)
+    if not curve:
+        return _missing("C2a", f"{AC.BINDING_SET} over evaluations")
+    found = spike.largest_rise(d["steps"], curve)
+    if found is None:
+        return ClaimResult("C2a", None, "", NOT_MEASURED,
+                           f"no two evaluations {spike.SPIKE_INTERVAL} steps apart")
+    end, before, rise = found
+    relative = rise / (1 - before) if before < 1 else float("nan")
+    detail = (f"largest {spike.SPIKE_INTERVAL}-step rise of {AC.BINDING_SET}: {before:.2f} → {before + rise:.2f} "
+              f"ending at step {end:,} (+{rise:.2f}; {relative:.0%} of what was left to learn)")
+    return ClaimResult("C2a", float(rise), detail, _verdict(rise >= k["C2_MIN_RISE"]))
 
-    def where(r: dict) -> str:
-        return f"{r['measure']} fastest at {r['fastest_step']}" if r.get("fastest_step") is not None else r["measure"]
 
-    parts = {"spike": p["binding_rise"] >= k["C2_MIN_RISE"],
-             "routing at the spike": all(r.get("at_spike") for r in routing),
-             "previous-token head at the spike": bool(named.get("at_spike"))}
-    detail = (f"spike: 1-var held-out {p['binding_from']:.2f} → {p['binding_to']:.2f} at step {p['binding']} "
-              f"(rise {p['binding_rise']:.2f}), {_verdict(parts['spike'])}; routing circuit "
-              f"({', '.join(where(r) for r in routing)}; binding interval {table['before_step']}–{table['at_step']}), "
-              f"{_verdict(parts['routing at the spike'])}; previous-token head ({where(named)}, "
-              f"{named['before']:.2f} → {named['at']:.2f} across the binding interval, {named['kind']}), "
-              f"{_verdict(parts['previous-token head at the spike'])}")
-    failed = [name for name, ok in parts.items() if not ok]
-    reason = f"does not hold: {', '.join(failed)}" if failed else ""
-    gaps = table.get("intervals")
-    if gaps and gaps[1] > 2 * gaps[0]:  # uneven checkpoints bias a per-step comparison towards the dense ones
-        reason = "; ".join(x for x in (reason, f"checkpoint intervals {gaps[0]:,}–{gaps[1]:,} steps: a rate over a "
-                                       "long interval averages away its peak, so the densely checkpointed stretch "
-                                       "is favoured") if x)
-    return ClaimResult("C2", float(p["binding_rise"]), detail, _verdict(not failed), reason)
+def _grid_changes(a: dict, measures: tuple[str, ...]) -> list[spike.GridChange] | None:
+    p = a["dynamics"]["phases"]
+    by = a.get("attention", {}).get("by_step", {})
+    out = []
+    for m in measures:
+        steps = sorted(int(s) for s in by if by[s].get(m) is not None)
+        if len(steps) < 2:
+            return None
+        out.append(spike.grid_change(m, steps, [by[str(s)][m] for s in steps], p["binding"], p.get("addition") or 0))
+    return out
+
+
+def _where(g: spike.GridChange) -> str:
+    if g.fastest_end is None:
+        return f"{g.measure}: no {spike.GRID_EVERY:,}-step interval around binding"
+    return (f"{g.measure} fastest over {g.fastest_end - spike.GRID_EVERY:,}–{g.fastest_end:,} "
+            f"({g.change:+.2f}; binding in the interval ending {g.binding_end:,})")
+
+
+def c2b(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    """The routing circuit appears at the spike: the = query's layer-1 split between the operands and
+    layer-2 routing onto the summands (C10's measure) each change fastest, over equal 1,000-step
+    intervals from the addition step on, in the interval holding the binding step or one next to it.
+    Layer-2 routing onto the bound value alone (the earlier measure) is shown beside it."""
+    if "dynamics" not in a or a["dynamics"]["phases"].get("binding") is None:
+        return _missing("C2b", "dynamics with a binding step")
+    judged = _grid_changes(a, spike.C2_ROUTING_SUMMANDS)
+    if judged is None:
+        return _missing("C2b", "layer-1 split and layer-2 routing onto the summands by checkpoint")
+    earlier = _grid_changes(a, ("routing_acc",))
+    at = [g.at_spike for g in judged]
+    detail = "; ".join(_where(g) for g in judged) + (f"; earlier measure: {_where(earlier[0])}" if earlier else "")
+    missed = [g.measure for g in judged if not g.at_spike]
+    return ClaimResult("C2b", sum(at) / len(at), detail, _verdict(not missed),
+                       f"not at the spike: {', '.join(missed)}" if missed else "")
+
+
+def c2c(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    """"Layer-1 attention starting to route constants to their variables": the previous-token attention of
+    value tokens (mean weight) changes fastest, over equal 1,000-step intervals from the addition step
+    on, in the interval holding the binding step or one next to it.  Its argmax share beside it."""
+    if "dynamics" not in a or a["dynamics"]["phases"].get("binding") is None:
+        return _missing("C2c", "dynamics with a binding step")
+    judged = _grid_changes(a, (spike.C2_MEASURE,))
+    if judged is None:
+        return _missing("C2c", "layer-1 previous-token attention by checkpoint")
+    argmax = _grid_changes(a, ("prev_token_argmax",))
+    g = judged[0]
+    detail = _where(g) + (f"; argmax share: {_where(argmax[0])}" if argmax else "")
+    return ClaimResult("C2c", g.change, detail, _verdict(g.at_spike),
+                       "" if g.at_spike else "the previous-token head formed away from the spike")
 
 
 RESTRICTED = re.compile(r"^1var_[a-z]+_(left|right)$")  # one variable at one forbidden side: 1var_b_right
@@ -441,13 +475,21 @@ CLAIMS = [
           f"addition step < binding step and 0-var held-out ≥ {C1_ZERO_VAR_HELDOUT_BEFORE_BINDING:.0%} at the "
           "evaluation before binding",
           figures=("accuracy",), measure=c1),
-    Claim("C2", "A sharp spike for variable sequences coincides with layer-1 attention starting to route constants "
-          "to their variables", "1-var held-out 59 % → 96 % between steps 5,301 and 5,401",
-          f"three parts, all needed: (1) the largest 1-var held-out rise between two evaluations ≥ {C2_MIN_RISE:.0%}; "
-          "(2) the routing circuit appears at the spike: = → left, = → right (layer 1) and layer-2 routing accuracy "
-          "each change fastest per step (from the addition step on) in the binding interval or one next to it; "
-          "(3) the layer-1 previous-token attention (value → its variable) does too",
-          figures=("spike", "attention", "pattern_layer1", "pattern_layer2"), measure=c2),
+    Claim("C2a", "A sharp spike in accuracy on variable sequences", "1-var held-out 59 % → 96 % between steps 5,301 "
+          "and 5,401", f"the largest rise of {AC.BINDING_SET} over a {spike.SPIKE_INTERVAL}-step interval (the finest "
+          f"spacing every source has around its spike) ≥ {C2_MIN_RISE:.0%}; the rise / (1 − accuracy before) beside it",
+          figures=("spike", "accuracy"), measure=c2a),
+    Claim("C2b", "The routing circuit appears with the spike", "(the paper's account of the spike)",
+          f"= → left, = → right (layer 1) and layer-2 routing onto the summands each change most, over equal "
+          f"{spike.GRID_EVERY:,}-step intervals from the addition step on (the spacing every source has over the whole "
+          "run), in the interval holding the binding step or one next to it; routing onto the bound value alone shown",
+          figures=("attention", "pattern_layer2"), measure=c2b),
+    Claim("C2c", "The spike coincides with layer-1 attention starting to route constants to their variables",
+          "layer-1 attention starts routing at the spike",
+          f"the layer-1 previous-token attention of value tokens (mean weight) changes most, over equal "
+          f"{spike.GRID_EVERY:,}-step intervals from the addition step on, in the interval holding the binding step or "
+          "one next to it; its argmax share shown",
+          figures=("pattern_layer1",), measure=c2c),
     Claim("C3", "A later refinement phase fixes variables in forbidden positions",
           "steps 14,500–16,000 (`b` as right operand 5 % → 99 %)",
           f"at least one restricted (variable, side) curve, e.g. `b` as right operand, is ≤ "

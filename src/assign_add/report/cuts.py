@@ -78,7 +78,7 @@ VALUES: dict[str, float] = {name: cut.value for name, cut in CUTS.items()}
 CLAIM_CUTS: dict[str, tuple[str, ...]] = {
     "B": ("BINDING_ACC",),
     "C1": ("C1_ZERO_VAR_HELDOUT_BEFORE_BINDING",),
-    "C2": ("C2_MIN_RISE",),
+    "C2a": ("C2_MIN_RISE",),
     "C3": ("C3_FORBIDDEN_AT_BINDING", "C3_PLATEAU_STEPS", "REFINEMENT_ACC"),
     "C4": ("C4_FORBIDDEN_FINAL", "REFINEMENT_ACC"),
     "C5": ("C5_HELDOUT_FINAL",),

@@ -15,6 +15,7 @@ import inspect
 from dataclasses import dataclass
 from typing import Callable
 
+from assign_add.analysis import spike
 from assign_add.report import claims as C
 from assign_add.report import verdicts as V
 
@@ -32,7 +33,9 @@ class Change:
 CRITERION_CODE: dict[str, tuple[Callable, ...]] = {
     "B": (C.binding, C.is_bound),
     "C1": (C.c1,),
-    "C2": (C.c2,),
+    "C2a": (C.c2a, spike.largest_rise),
+    "C2b": (C.c2b, C._grid_changes, spike.grid_change, spike.on_grid),
+    "C2c": (C.c2c, C._grid_changes, spike.grid_change, spike.on_grid),
     "C3": (C.c3, C.later_jump),
     "C4": (C.c4,),
     "C5": (C.c5,),
@@ -52,6 +55,16 @@ EDGE_TEXT = ("a verdict that flips when one of its cuts moves within ±20 % read
              "does not hold, with 'fragile' beside it); over seeds 'holds in k of n judged' with a Wilson interval")
 EDGE_SEEN = ("yes: a 3-seed main job on 2026-12-07 read C1 'mixed' from a seed at 0.899 against the 0.90 cut")
 
+C2_BEFORE = [INTRODUCED,
+             Change("2026-12-04", "2f78d66", "three parts (the spike; the routing circuit and the previous-token head "
+                    "each changing fastest per step at the spike)", "yes: the released run's and seeds 42–44's curves"),
+             Change("2026-12-04", "18dacd1", "rates over checkpoints at least 100 steps apart (500/512 gave "
+                    "noise-driven rates); uneven checkpoint intervals said beside the verdict",
+                    "yes: seeds 42–44's rates at steps 500 and 512")]
+SPLIT = ("2026-12-07", "C2_SPLIT")
+SPLIT_SEEN = ("yes: the released run passed the previous-token part only because its checkpoints are 100 steps "
+              "apart at the spike and 1,000 elsewhere (its argmax share was 0.91 at 2,001 and 1.00 at 3,001)")
+
 HISTORY: dict[str, list[Change]] = {
     "B": [INTRODUCED,
           Change("2026-12-04", "2a28fa0", "binding as its own row, censored at a run's last step ('not bound by T') "
@@ -61,13 +74,15 @@ HISTORY: dict[str, list[Change]] = {
     "C1": [INTRODUCED,
            Change(*EDGE_AND_PHASES, "addition never reached by the end reads 'not finished by T' (was: does not "
                   "hold); " + EDGE_TEXT, EDGE_SEEN, "632bccb49c29a5ee")],
-    "C2": [INTRODUCED,
-           Change("2026-12-04", "2f78d66", "three parts (the spike; the routing circuit and the previous-token head "
-                  "each changing fastest per step at the spike)", "yes: the released run's and seeds 42–44's curves"),
-           Change("2026-12-04", "18dacd1", "rates over checkpoints at least 100 steps apart (500/512 gave "
-                  "noise-driven rates); uneven checkpoint intervals said beside the verdict",
-                  "yes: seeds 42–44's rates at steps 500 and 512"),
-           Change(*EDGE_AND_PHASES, EDGE_TEXT, EDGE_SEEN, "c6920fcc457f3435")],
+    "C2a": [*C2_BEFORE, Change(*SPLIT, "C2's first part as its own claim, read over 100-step intervals only "
+                               "(the finest spacing every source has at its spike), with rise / (1 − accuracy "
+                               "before) beside it; " + EDGE_TEXT, SPLIT_SEEN, "c4dc3c373094b492")],
+    "C2b": [*C2_BEFORE, Change(*SPLIT, "C2's second part as its own claim: fastest change over equal 1,000-step "
+                               "intervals on every source (was: per-step rates over uneven intervals); layer-2 routing "
+                               "onto the summands as C10 reads it, the bound value alone shown", SPLIT_SEEN, "593955fa298c0ae1")],
+    "C2c": [*C2_BEFORE, Change(*SPLIT, "C2's third part as its own claim: the previous-token mean weight's fastest "
+                               "change over equal 1,000-step intervals on every source (was: per-step rates over "
+                               "uneven intervals); its argmax share shown", SPLIT_SEEN, "fa96004dd4760635")],
     "C3": [INTRODUCED,
            Change("2026-12-04", "2f78d66", "judged per restricted (variable, side) curve, with a plateau after binding "
                   "before its jump; holds when any curve has a later jump",

@@ -297,7 +297,7 @@ def claim_section(sources: list[Source], cid: str) -> list[Block]:
                            Text("the criterion's changes, and whether its data had been seen before each:",
                                 lead="History:"),
                            Table(HISTORY_COLUMNS, history_rows(cid), "history")]
-    if cid == "C2":
+    if cid == "C2a":
         for src in sources:
             for label, caption, rows in spike_tables(src):
                 blocks += [Text(f"What happens at the spike, {label} ({caption}):"), Table(SPIKE_COLUMNS, rows, "spike")]
