@@ -61,7 +61,7 @@ C2_BEFORE = [INTRODUCED,
              Change("2026-12-04", "18dacd1", "rates over checkpoints at least 100 steps apart (500/512 gave "
                     "noise-driven rates); uneven checkpoint intervals said beside the verdict",
                     "yes: seeds 42–44's rates at steps 500 and 512")]
-SPLIT = ("2026-12-07", "C2_SPLIT")
+SPLIT = ("2026-12-07", "09f02f3")
 SPLIT_SEEN = ("yes: the released run passed the previous-token part only because its checkpoints are 100 steps "
               "apart at the spike and 1,000 elsewhere (its argmax share was 0.91 at 2,001 and 1.00 at 3,001)")
 
