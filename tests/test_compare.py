@@ -69,3 +69,24 @@ def test_refusals_write_nothing(tmp_path):
     assert not (tmp_path / "c.json").exists()
     res = runner.invoke(app, ["survival-compare", str(a), str(a), "--out", str(tmp_path / "c.json")])
     assert res.exit_code == 0 and json.loads((tmp_path / "c.json").read_text())["verdict"] == "no detectable difference"
+
+
+def test_studies_trained_differently_are_refused_unless_allowed(tmp_path):
+    rows = _rows(range(4), lambda i: 3000)
+    a = _write(tmp_path / "a.json", rows)
+    b = tmp_path / "b.json"
+    data = json.loads(a.read_text())
+    b.write_text(json.dumps({**data, "training": {"compile": True, "precision": "bf16"}}))
+    res = CliRunner().invoke(app, ["survival-compare", str(a), str(b)])
+    assert res.exit_code == 2 and "compiled bf16" in res.output and "--allow-different-training" in res.output
+    res = CliRunner().invoke(app, ["survival-compare", str(a), str(b), "--allow-different-training"])
+    assert res.exit_code == 0 and "trained differently" in res.output
+
+
+def test_training_read_from_an_older_command():
+    from assign_add.sweep.survival import training_of
+
+    assert training_of({"command": "assign-add survival --seeds 1-2"}) == {"compile": False, "precision": "fp32",
+                                                                          "inferred": True}
+    assert training_of({"command": "assign-add survival train.precision=bf16 train.compile=true"})["precision"] == "bf16"
+    assert training_of({"training": {"compile": True, "precision": "fp32"}}) == {"compile": True, "precision": "fp32"}

@@ -25,7 +25,7 @@ from scipy.stats import CensoredData, fisher_exact, logrank
 from assign_add.analysis.timing import kaplan_meier, km_median
 from assign_add.stats import wilson_interval
 from assign_add.run import RunError
-from assign_add.sweep.survival import SeedRow, bound_by, read_summary
+from assign_add.sweep.survival import SeedRow, bound_by, read_summary, training_of
 
 ALPHA = 0.05
 
@@ -72,11 +72,22 @@ def _paired(a: list[SeedRow], b: list[SeedRow], horizon: int) -> dict:
             "bound_in_both": len(both), "median_step_change": sorted(both)[len(both) // 2] if both else None}
 
 
-def compare(path_a: Path, path_b: Path) -> dict:
-    """Study A against study B (same horizon): per-study bound fractions, Fisher's and the log-rank p, verdict."""
+def describe_training(t: dict) -> str:
+    return f"{'compiled' if t['compile'] else 'eager'} {t['precision']}" + (" (read from its command)" if t.get("inferred") else "")
+
+
+def compare(path_a: Path, path_b: Path, allow_different_training: bool = False) -> dict:
+    """Study A against study B (same horizon): per-study bound fractions, Fisher's and the log-rank p, verdict.
+    Studies whose runs trained differently (compiled or eager, float32 or bf16) are refused unless
+    ``allow_different_training``: a difference found would not say which of the changes made it."""
     sa, sb = read_summary(path_a), read_summary(path_b)
     if sa["horizon"] != sb["horizon"]:
         raise RunError(f"{path_b}: horizon {sb['horizon']:,}, but {path_a}'s is {sa['horizon']:,}")
+    ta, tb = training_of(sa), training_of(sb)
+    differs = (ta["compile"], ta["precision"]) != (tb["compile"], tb["precision"])
+    if differs and not allow_different_training:
+        raise RunError(f"{path_a} trained {describe_training(ta)}, {path_b} {describe_training(tb)}: pass "
+                       "--allow-different-training to compare studies that differ in more than the change under test")
     horizon = sa["horizon"]
     # every run: one still training is censored at its last step (leaving it out would favour the runs that
     # bound, since those stop first); bound-by-horizon counts only runs whose outcome there is known
@@ -90,6 +101,7 @@ def compare(path_a: Path, path_b: Path) -> dict:
     same = p_fisher >= ALPHA and (p_logrank is None or p_logrank >= ALPHA)
     return {"a": str(path_a), "b": str(path_b), "horizon": horizon, "study_a": side_a, "study_b": side_b,
             "fisher_p": p_fisher, "logrank_p": p_logrank, "alpha": ALPHA, "paired": _paired(a, b, horizon),
+            "training": {"a": ta, "b": tb, "differs": differs},
             "verdict": "no detectable difference" if same else "differs"}
 
 
@@ -106,4 +118,7 @@ def compare_line(c: dict, names: tuple[str, str] = ("A", "B")) -> str:
               f"bound in both moved by a median {p['median_step_change']:,} steps." if p["bound_in_both"] else
               f" Paired: {p['same_fate']} of {p['known']} shared seeds had the same fate." if p["known"] else "")
     return (f"{side(names[0], c['study_a'])}; {side(names[1], c['study_b'])}. Fisher p = {c['fisher_p']:.3f}, "
-            f"log-rank p = {lr}: {c['verdict']} (rule: both p ≥ {c['alpha']}).{paired}")
+            f"log-rank p = {lr}: {c['verdict']} (rule: both p ≥ {c['alpha']}).{paired}" + (
+                f" The studies trained differently ({describe_training(c['training']['a'])} vs "
+                f"{describe_training(c['training']['b'])}): a difference is not the change under test alone."
+                if c.get("training", {}).get("differs") else ""))

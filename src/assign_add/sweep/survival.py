@@ -83,9 +83,12 @@ def plan(seeds: list[int], out: Path, steps: int, until_bound: bool, overrides: 
 
 
 def seed_config(job: SeedJob):
-    from assign_add.config import resolve
+    """The paper preset for one seed: compiled where a C compiler is present (one compiled step per worker
+    process, reused seed after seed), at the precision ``auto`` picks; the study's overrides come last."""
+    from assign_add.config import has_c_compiler, resolve
 
-    return resolve("paper", overrides=[f"train.seed={job.seed}", f"train.steps={job.steps}",
+    compiled = ["train.compile=true"] if has_c_compiler() else []
+    return resolve("paper", overrides=[*compiled, f"train.seed={job.seed}", f"train.steps={job.steps}",
                                        f"train.eval_sets={BINDING_EVAL_SETS!r}",
                                        f"train.checkpoint_every={CHECKPOINT_EVERY}", *job.overrides])
 
@@ -120,7 +123,27 @@ def bound_by(row: SeedRow, horizon: int) -> bool | None:
     return False if row.reached >= horizon else None
 
 
-def summarize(rows: list[SeedRow], horizon: int, command: str, planned: int) -> dict:
+def training_settings(job: SeedJob) -> dict:
+    """How a study's runs train: ``{"compile": bool, "precision": "fp32" | "bf16"}`` (``auto`` settled here)."""
+    from assign_add.config import settle_precision
+
+    t = settle_precision(seed_config(job)).train
+    return {"compile": t.compile, "precision": t.precision}
+
+
+def training_of(summary: dict) -> dict:
+    """A summary's training settings; for a summary written before they were recorded, read from its command
+    (an override ``train.compile=true`` / ``train.precision=…``; without them such studies trained eager in
+    float32), with ``"inferred": True``."""
+    if "training" in summary:
+        return summary["training"]
+    command = summary.get("command", "")
+    compiled = "train.compile=true" in command
+    precision = next((p for p in ("bf16", "fp32") if f"train.precision={p}" in command), None)
+    return {"compile": compiled, "precision": precision or ("unknown" if compiled else "fp32"), "inferred": True}
+
+
+def summarize(rows: list[SeedRow], horizon: int, command: str, planned: int, training: dict | None = None) -> dict:
     """The Kaplan–Meier curve (censored at each run's last step), P(bound by each mark ≤ the horizon) with
     Wilson intervals over the runs watched that long, and the early predictor of "bound by the horizon"."""
     per_seed = [{"binding": r.bound_at, "last_step": r.reached} for r in rows]
@@ -134,7 +157,8 @@ def summarize(rows: list[SeedRow], horizon: int, command: str, planned: int) -> 
     resolved = [(r, b) for r, b in resolved if b is not None and r.finished]
     early_step = rows[0].early_step if rows else EARLY_STEP
     early_bound = sum(1 for r in rows if r.bound_at is not None and r.bound_at <= early_step)
-    return {"command": command, "horizon": horizon, "planned": planned, "finished": sum(r.finished for r in rows),
+    return {"command": command, **({"training": training} if training else {}), "horizon": horizon,
+            "planned": planned, "finished": sum(r.finished for r in rows),
             "survival": binding_survival(per_seed) if rows else None, "bound_by": marks,
             "bound_by_early_step": early_bound,
             "predictor": predictor_test([r.early for r, _ in resolved], [b for _, b in resolved], early_step),
@@ -220,9 +244,9 @@ def survival_chart(summary: dict):
 
 
 def write_summary(out: Path, rows: list[SeedRow], horizon: int, command: str, planned: int,
-                  figure: bool = True) -> dict:
+                  figure: bool = True, training: dict | None = None) -> dict:
     """survival.json and survival.md (and, with ``figure``, survival.png: the Kaplan–Meier curve)."""
-    summary = summarize(rows, horizon, command, planned)
+    summary = summarize(rows, horizon, command, planned, training)
     atomic_write_json(Path(out) / "survival.json", summary)
     atomic_write_text(Path(out) / "survival.md", markdown(summary))
     if figure and summary.get("survival"):
@@ -237,19 +261,21 @@ def run_survival(jobs: list[SeedJob], out: Path, horizon: int, workers: int, com
     from assign_add.parallel import run_pool
 
     drawn = [-1]
+    training = training_settings(jobs[0])
 
     def update(results: list) -> None:
         done = [r for r in results if isinstance(r, SeedRow)]
         seen = {r.seed for r in done}
         running = [r for r in (in_progress(j) for j in jobs if j.seed not in seen) if r is not None]
-        write_summary(out, done + running, horizon, command, len(jobs), figure=len(done) != drawn[0])
+        write_summary(out, done + running, horizon, command, len(jobs), figure=len(done) != drawn[0],
+                      training=training)
         drawn[0] = len(done)
         if poll:
             poll(done, len(jobs))
 
     Path(out).mkdir(parents=True, exist_ok=True)
     results = run_pool([(run_seed, (j,)) for j in jobs], workers=workers, threads=1, poll=update)
-    return write_summary(out, results, horizon, command, len(jobs))
+    return write_summary(out, results, horizon, command, len(jobs), training=training)
 
 
 def resolved_rows(summary: dict) -> list[tuple[SeedRow, bool]]:
