@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from assign_add.analysis.early import FEATURES, auc, fit_logistic, loo_accuracy, predictor_test
 from assign_add.cli import app
+from assign_add.run import RunError
 from assign_add.sweep.survival import SeedRow, in_progress, markdown, plan, run_survival, summarize
 
 
@@ -201,3 +202,31 @@ def test_survival_confirm_refuses_what_is_not_a_fresh_comparable_study(tmp_path)
         assert res.exit_code == 2 and message in res.output, res.output
     res = runner.invoke(app, ["survival-confirm", str(fit), str(fit.parent / "fit.json"), "--out", str(tmp_path / "c.json")])
     assert res.exit_code == 2 and not (tmp_path / "c.json").exists(), "nothing written on a refusal"
+
+
+def test_norm_lead_test_by_hand():
+    from assign_add.analysis.early import norm_lead_test
+
+    # the 4 bound runs have the 4 largest norms: exact one-sided p = 1 / C(8, 4) = 1/70
+    res = norm_lead_test([1, 2, 3, 4, 5, 6, 7, 8], [False] * 4 + [True] * 4)
+    assert res["auc"] == 1.0 and res["method"] == "exact" and res["p_value"] == pytest.approx(1 / 70)
+    assert res["verdict"] == "confirmed" and (res["n"], res["bound"]) == (8, 4)
+    # the other way round: higher norms in the runs that did not bind -> not confirmed (one-sided)
+    assert norm_lead_test([8, 7, 6, 5, 4, 3, 2, 1], [False] * 4 + [True] * 4)["verdict"] == "not confirmed"
+    # 3 against 3, perfectly separated: p = 1/20 = 0.05, not below the cut
+    assert norm_lead_test([1, 2, 3, 4, 5, 6], [False] * 3 + [True] * 3)["verdict"] == "not confirmed"
+    assert norm_lead_test([1, 2, 3], [True] * 3)["verdict"] == "not decided"
+
+
+def test_survival_norm_reads_fresh_studies_and_refuses_a_seed_twice(tmp_path):
+    from assign_add.sweep.survival import norm_lead
+
+    rows = [_row(s, 3000 if s % 2 else None, 3000 if s % 2 else 40_000) for s in range(6)]
+    for i, r in enumerate(rows):
+        r.early["param_norm"] = float(10 + i)
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps(summarize(rows, 40_000, "cmd", planned=6)))
+    res = norm_lead([path])
+    assert res["n"] == 6 and res["bound"] == 3 and res["seeds"] == list(range(6))
+    with pytest.raises(RunError, match="seed 0 is in two of the studies"):
+        norm_lead([path, path])

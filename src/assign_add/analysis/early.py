@@ -195,3 +195,48 @@ def confirm_predictor(fit_rows: list[dict[str, float]], fit_bound: list[bool], t
     p = (1 + int((null >= value).sum())) / (1 + permutations)
     out.update(auc=value, auc_p_value=p, confirmed=bool(out["accuracy"] > out["base_rate"] and p < CONFIRM_ALPHA))
     return out
+
+
+# The norm lead, pre-registered on 2026-12-07 before any of the seeds it is scored on was trained.
+# Found after the fact in the first two survival studies (seeds 52–115): the parameter norm at step 1,500
+# was higher in the seeds that bound (AUC 0.72 and 0.86 against "bound by 40,000").  The confirmation
+# runs it once, on fresh seeds only, with nothing else tried:
+NORM_LEAD_FEATURE = "param_norm"  # the parameter norm at EARLY_STEP (all parameters, float64 sum of squares)
+NORM_LEAD_ALPHA = 0.05  # one-sided Mann–Whitney U, alternative: higher in the seeds bound by the horizon
+NORM_LEAD_RULE = ("confirmed when, over fresh seeds whose outcome at the horizon is known, the parameter norm at "
+                  "step 1,500 is higher in the seeds bound by the horizon: one-sided Mann–Whitney U p < 0.05 "
+                  "(exact where there are no ties) and AUC > 0.5; otherwise not confirmed. One test, one measure, "
+                  "fixed before the seeds were trained")
+
+
+def norm_lead_test(norms: list[float], bound: list[bool]) -> dict:
+    """The pre-registered test of the norm lead on one set of runs: n, how many bound, the AUC, the
+    one-sided Mann–Whitney p (and its method), and the verdict under :data:`NORM_LEAD_RULE`."""
+    from scipy.stats import mannwhitneyu
+
+    x, y = np.asarray(norms, dtype=float), np.asarray(bound, dtype=bool)
+    out = {"rule": NORM_LEAD_RULE, "n": int(len(y)), "bound": int(y.sum()), "auc": None, "p_value": None,
+           "method": None, "verdict": "not decided"}
+    if y.sum() == 0 or (~y).sum() == 0:
+        out["why_not"] = "needs runs with both outcomes"
+        return out
+    ties = len(np.unique(x)) < len(x)
+    method = "asymptotic" if ties else "exact"
+    res = mannwhitneyu(x[y], x[~y], alternative="greater", method=method)
+    out["auc"] = auc(x, y.astype(float))
+    out["p_value"], out["method"] = float(res.pvalue), method
+    out["verdict"] = "confirmed" if res.pvalue < NORM_LEAD_ALPHA and out["auc"] > 0.5 else "not confirmed"
+    return out
+
+
+def norm_lead_power(n_bound: int, n_unbound: int, true_auc: float, trials: int = 2000, seed: int = 0) -> float:
+    """Power of :func:`norm_lead_test` at a true AUC (normal norms shifted by √2·Φ⁻¹(AUC) sds), by simulation."""
+    from scipy.stats import mannwhitneyu, norm
+
+    rng = np.random.default_rng(seed)
+    shift = np.sqrt(2) * norm.ppf(true_auc)
+    hits = 0
+    for _ in range(trials):
+        a, b = rng.normal(shift, 1, n_bound), rng.normal(0, 1, n_unbound)
+        hits += mannwhitneyu(a, b, alternative="greater", method="exact").pvalue < NORM_LEAD_ALPHA
+    return hits / trials

@@ -216,3 +216,22 @@ def survival_compare_cmd(
     if out is not None:
         atomic_write_json(out, res)
         console.print(f"wrote {out}", highlight=False)
+
+
+@app.command("survival-norm")
+@user_errors
+def survival_norm_cmd(
+    studies: list[Path] = typer.Argument(..., help="fresh seeds' survival.json file(s) (not the studies the lead was "
+                                         "found in)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the result as JSON here"),
+) -> None:
+    """The pre-registered test of the norm lead: is the parameter norm at step 1,500 higher in the seeds that bind?"""
+    from assign_add.io import atomic_write_json
+    from assign_add.sweep.survival import norm_lead, norm_lead_line
+
+    check_new_file_out(out)
+    res = norm_lead(studies)
+    console.print(norm_lead_line(res), highlight=False, soft_wrap=True)
+    if out is not None:
+        atomic_write_json(out, res)
+        console.print(f"wrote {out}", highlight=False)

@@ -335,3 +335,31 @@ def confirm_line(c: dict) -> str:
     verdict = "confirmed" if c["confirmed"] else "not confirmed"
     return line + (f", AUC {c['auc']:.2f} (permutation p = {c['auc_p_value']:.4f}, {c['permutations']} shuffles): "
                    f"{verdict} (needs accuracy above the base rate and p < {c['alpha']}).")
+
+
+def norm_lead(studies: list[Path]) -> dict:
+    """The pre-registered norm-lead test (:func:`assign_add.analysis.early.norm_lead_test`) over the finished
+    runs of one or more fresh studies that share a horizon; each seed counted once."""
+    from assign_add.analysis.early import NORM_LEAD_FEATURE, norm_lead_test
+
+    summaries = [read_summary(p) for p in studies]
+    horizons = {s["horizon"] for s in summaries}
+    if len(horizons) != 1:
+        raise RunError(f"the studies have different horizons ({', '.join(f'{h:,}' for h in sorted(horizons))})")
+    seen: dict[int, tuple[float, bool]] = {}
+    for path, summary in zip(studies, summaries):
+        for r, b in resolved_rows(summary):
+            if r.seed in seen:
+                raise RunError(f"{path}: seed {r.seed} is in two of the studies")
+            if NORM_LEAD_FEATURE in r.early:
+                seen[r.seed] = (float(r.early[NORM_LEAD_FEATURE]), b)
+    res = norm_lead_test([v for v, _ in seen.values()], [b for _, b in seen.values()])
+    return {**res, "horizon": horizons.pop(), "studies": [str(p) for p in studies], "seeds": sorted(seen)}
+
+
+def norm_lead_line(res: dict) -> str:
+    if res["p_value"] is None:
+        return f"norm lead: {res['verdict']} ({res.get('why_not', '')}; n = {res['n']})"
+    return (f"norm lead at step 1,500 over {res['n']} fresh seeds ({res['bound']} bound by {res['horizon']:,}): AUC "
+            f"{res['auc']:.2f}, one-sided Mann–Whitney p = {res['p_value']:.4f} ({res['method']}, n = {res['n']}): "
+            f"{res['verdict']}. Rule: {res['rule']}.")
