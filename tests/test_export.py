@@ -48,7 +48,7 @@ def test_export_refuses_a_non_empty_folder_and_leaves_nothing_half_written(short
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "notes.txt").write_text("mine")
-    with pytest.raises(RunError, match="not empty"):
+    with pytest.raises(RunError, match="not an empty folder"):
         export_run(short_run, taken)
     assert [p.name for p in taken.iterdir()] == ["notes.txt"]
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

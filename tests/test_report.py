@@ -35,7 +35,8 @@ def test_quick_reproduction_writes_both_reports(quick):
     ours = claims["retrained (3 seeds)"]["per_seed"]["42"]
     assert set(ours) == {c.id for c in CLAIMS}
     for cid, r in ours.items():
-        assert r["verdict"] in (HOLDS, FAILS, NOT_MEASURED, "not bound by 400"), r
+        assert r["verdict"] in (HOLDS, FAILS, NOT_MEASURED, "at the edge") or r["verdict"] in (
+            "not bound by 400", "not finished by 400"), r
         if r["verdict"] != NOT_MEASURED:
             assert r["detail"], f"{cid} has a verdict without numbers"
     for line in md.splitlines():
@@ -157,7 +158,7 @@ def test_claim_sections_in_order_and_every_seed_listed():
     from assign_add.report.claims import ClaimResult
     from assign_add.report.render import CLAIM_FIGURES, Source, claim_bullets
 
-    assert list(CLAIM_FIGURES) == ["B"] + [f"C{i}" for i in range(1, 12)]
+    assert list(CLAIM_FIGURES) == ["B", "C1", "C2a", "C2b", "C2c"] + [f"C{i}" for i in range(3, 12)]
     res = [{"C5": ClaimResult("C5", v, f"{v:.4f}", verdict)} for v, verdict in ((0.99, HOLDS), (0.90, FAILS))]
     src = Source("retrained (2 seeds)", [Path("runs/seed-42"), Path("runs/seed-43")], res, None, [])
     bullets = claim_bullets(src, "C5")

@@ -230,3 +230,46 @@ def test_survival_norm_reads_fresh_studies_and_refuses_a_seed_twice(tmp_path):
     assert res["n"] == 6 and res["bound"] == 3 and res["seeds"] == list(range(6))
     with pytest.raises(RunError, match="seed 0 is in two of the studies"):
         norm_lead([path, path])
+
+
+@pytest.mark.slow
+def test_survival_killed_and_rerun_equals_an_uninterrupted_study(tmp_path):
+    """SIGKILL mid-study, the same command again: the same rows and bound-by table as a study never killed."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = ["--seeds", "3-4", "--steps", "1500", "--workers", "1", "--no-progress", "task.eval_pool_size=300",
+            "train.batch_size=32", "train.eval_every=50", "train.compile=false"]
+
+    def command(out):
+        return [sys.executable, "-m", "assign_add.cli", "survival", "--out", str(out), *args]
+
+    killed = tmp_path / "killed"
+    proc = subprocess.Popen(command(killed), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    status = killed / "seed-3" / "status.json"
+    deadline = time.time() + 600
+    while time.time() < deadline:
+        try:
+            if status.is_file() and json.loads(status.read_text())["step"] >= 500:
+                break
+        except (json.JSONDecodeError, KeyError):
+            pass
+        if proc.poll() is not None:
+            pytest.fail(f"survival exited before it could be killed: {proc.stderr.read().decode()[-500:]}")
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "seed-4").exists() or json.loads((killed / "survival.json").read_text())["finished"] < 2
+    for out in (killed, tmp_path / "straight"):
+        done = subprocess.run(command(out), capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr[-800:]
+
+    def comparable(path):
+        s = json.loads(path.read_text())
+        rows = [{k: v for k, v in r.items() if k != "out"} for r in s["rows"]]
+        return rows, s["bound_by"], s["finished"]
+
+    assert comparable(killed / "survival.json") == comparable(tmp_path / "straight" / "survival.json")
