@@ -195,3 +195,45 @@ def test_each_source_says_how_its_runs_were_trained():
     short = config_mod.resolve("paper", overrides=["train.steps=20000", "train.precision=fp32"])
     assert Source("x", [Path("a")], [{}], None, [config_mod.dumps(short)]).training() == "1 run: 20,000 steps, float32"
     assert Source("sweep", [Path("a")], [{}], None, []).training() == "1 run"
+
+
+def test_first_screen_one_line_per_claim_with_the_committed_many_seed_rates(tmp_path):
+    from test_claims import build, never_binding, raw_evidence
+
+    from assign_add.report.claims import CLAIMS, aggregate, evaluate_claims
+    from assign_add.report.render import Heading, Source, Table, sections
+    from assign_add.report.summary import load_many_seeds
+
+    def without_sweeps(a: dict) -> dict:  # as the main job: no f or r sweep, so C6 and C7 are not measured
+        a.pop("sweeps")
+        return a
+
+    seeds = [evaluate_claims(without_sweeps(build(ev))) for ev in (raw_evidence(), never_binding(raw_evidence()))]
+    agg = {cid: aggregate([r[cid] for r in seeds]) for cid in seeds[0]}
+    ours = Source("retrained (2 seeds)", [Path("a"), Path("b")], seeds, agg, ["[train]\nsteps = 3000\n"])
+    many_dir = tmp_path / "many"
+    many_dir.mkdir()
+    (many_dir / "claims.json").write_text(json.dumps({"retrained (16 seeds)": {"aggregate": {
+        cid: {"verdict": "mixed", "holds": 3, "judged": 12} for cid in agg}}}))
+    many = load_many_seeds(many_dir)
+    doc = sections([ours], [], {}, None, None, None, many)
+    first = next(i for i, b in enumerate(doc) if isinstance(b, Heading) and b.text.startswith("Summary"))
+    claims_at = next(i for i, b in enumerate(doc) if isinstance(b, Heading) and b.text == "Claims")
+    assert first < claims_at, "the summary comes before the long tables"
+    table = doc[first + 1]
+    assert isinstance(table, Table) and [r[0].split(":")[0] for r in table.rows] == [c.id for c in CLAIMS]
+    c5 = next(r for r in table.rows if r[0].startswith("C5:"))
+    assert c5[2] == "holds: 2 of 2 judged (0.34–1.00)" and c5[3] == "3 of 12 (0.09–0.53)"
+    # Fisher's exact test on [[2, 0], [3, 9]]: two-sided p = 10/91 = 0.11
+    assert c5[4] == "consistent (Fisher p = 0.11, n = 2 and 12)"
+    c6 = [b for b in doc if type(b).__name__ == "Bullets" and any("C6" in t for _, t in b.items)]
+    assert c6 and "assign-add sweep --preset f" in str(c6[0].items)
+
+
+def test_many_seeds_folder_named_by_the_user_must_hold_claims(tmp_path):
+    from assign_add.report.summary import load_many_seeds
+    from assign_add.run import RunError
+
+    assert load_many_seeds(tmp_path) is None
+    with pytest.raises(RunError, match="no claims.json"):
+        load_many_seeds(tmp_path, required=True)

@@ -40,6 +40,7 @@ from assign_add.report.claims import (
 )
 from assign_add.report.beyond import beyond_sections, load_experiments
 from assign_add.report.render import Source, write_report
+from assign_add.report.summary import DEFAULT_MANY_SEEDS, load_many_seeds
 from assign_add.run import RunDir, RunError, check_folder_out, open_run
 from assign_add.train.trainer import train
 
@@ -189,6 +190,7 @@ def reproduce(
     sweeps: dict[str, Path] | None = None,
     experiments: dict[str, Path] | None = None,
     first_seed: int = 42,
+    many_seeds: Path | None = DEFAULT_MANY_SEEDS,
 ) -> ReproduceResult:
     """``sweeps`` maps "f" / "r" to sweep folders (with sweep.json) that supply claims C6 / C7;
     ``experiments`` maps "survival" / "branches" / "llc" to those commands' folders, each a section of
@@ -204,6 +206,7 @@ def reproduce(
     check_folder_out(out, "reproduce", OUT_ENTRIES)
     configs = [run_config(first_seed + i, steps, quick, overrides or []) for i in range(seeds)]  # validate all first
     sweep_data = load_sweeps(sweeps or {})
+    many = load_many_seeds(many_seeds, required=many_seeds != DEFAULT_MANY_SEEDS)
     extra = load_experiments(experiments or {})
     if paper_checkpoints is not None and not RunDir(out / "runs" / "released").exists():
         read_paper_checkpoints([Path(paper_checkpoints)])  # every file checked before any seed trains
@@ -245,7 +248,7 @@ def reproduce(
         atomic_write_json(out / "timing.json", timing)
     notes = phase_notes(sources)
     atomic_write_json(out / "claims.json", claims_json)
-    html_path, md_path = write_report(sources, out, notes, timing, beyond_sections(extra))
+    html_path, md_path = write_report(sources, out, notes, timing, beyond_sections(extra), many)
     return ReproduceResult(html_path, md_path, claims_json, time.perf_counter() - t0)
 
 

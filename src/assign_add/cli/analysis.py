@@ -85,6 +85,9 @@ def reproduce_cmd(
                               "verdicts over seeds; ≥ 2 adds the phase-timing distribution"),
     steps: Optional[int] = typer.Option(None, "--steps", help="training steps per seed (default 40,000, the authors' run)"),
     first_seed: int = typer.Option(42, "--first-seed", help="the first of the seeds (default 42, the authors' seed)"),
+    many_seeds: Optional[Path] = typer.Option(
+        None, "--many-seeds", help="a committed many-seed reproduce folder (claims.json) printed beside this job's "
+        "seeds (default: results/claims-16seeds of the source checkout, where present)"),
     paper_checkpoints: Optional[Path] = typer.Option(
         None, "--paper-checkpoints", help="also import and analyse the authors' checkpoints (a folder of .pth)"),
     quick: bool = typer.Option(False, "--quick", help="a small smoke-test configuration (about a minute)"),
@@ -103,7 +106,8 @@ def reproduce_cmd(
         log = lambda msg: err_console.print(msg, highlight=False)  # noqa: E731
         experiments = {k: v for k, v in (("survival", survival), ("branches", branches), ("llc", llc_dir)) if v}
         res = reproduce(out, seeds, steps, paper_checkpoints, quick, overrides or [], log=log, progress=bar.update,
-                        sweeps=sweeps, experiments=experiments, first_seed=first_seed)
+                        sweeps=sweeps, experiments=experiments, first_seed=first_seed,
+                        **({"many_seeds": many_seeds} if many_seeds is not None else {}))
     console.print(f"[green]report[/] {res.html} and {res.markdown} ({res.seconds:.0f} s)", highlight=False)
 
 

@@ -19,6 +19,7 @@ from assign_add.analysis.timing import PHASES
 from assign_add.io import atomic_write_text
 from assign_add.report.cuts import CUTS, MOVE
 from assign_add.report.history import history_rows
+from assign_add.report.summary import ManySeeds, not_tested, summary_table
 from assign_add.report.source import AUTHORS_PROTOCOL, Source
 from assign_add.report.claims import (
     BY_ID,
@@ -323,11 +324,27 @@ DEVELOPMENT_TEXT = ("Essential dynamics: each checkpoint's answer logits on the 
                     "branch-and-replay and the learning coefficient have their own commands: see the README.)")
 
 
+def first_screen(sources: list[Source], many: ManySeeds | None) -> list[Block]:
+    """One line per claim across every source (and the committed many-seed rates), then what was not tested."""
+    cols, rows = summary_table(sources, many)
+    blocks: list[Block] = [Heading("Summary: one line per claim", anchor="summary"), Table(cols, rows, "summary")]
+    if many is not None:
+        blocks.append(Text(f"The many-seed column is a committed result, {many.folder} (its README gives the command, "
+                           "commit, CPU, precision and wall time); this job's seeds are compared with it by Fisher's "
+                           "exact test on holds / judged."))
+    missing = not_tested(sources, many)
+    if missing:
+        blocks += [Heading("Not tested by this job", level=3), Bullets([("", m) for m in missing])]
+    return blocks
+
+
 def sections(sources: list[Source], notes: list[str], versions: dict[str, str], timing: dict | None,
-             timing_figure: Path | None, extra: list[Block] | None = None) -> list[Block]:
+             timing_figure: Path | None, extra: list[Block] | None = None,
+             many: ManySeeds | None = None) -> list[Block]:
     """The whole report, in order, as blocks; the two writers below only format them."""
     doc: list[Block] = [Heading("Assign and Add: reproduction report", level=1),
                         Bullets([(s.name, s.training()) for s in sources] + [("the authors' protocol", AUTHORS_PROTOCOL)]),
+                        *first_screen(sources, many),
                         Heading("Claims"),
                         Table(header(sources), claims_rows(sources), anchor="claims", keyed=True,
                               verdict_cols=tuple(range(4, 3 + 2 * len(sources), 2))),
@@ -469,7 +486,8 @@ def software_versions() -> dict[str, str]:
 
 
 def write_report(sources: list[Source], out_dir: Path, notes: list[str] | None = None,
-                 timing: dict | None = None, extra: list[Block] | None = None) -> tuple[Path, Path]:
+                 timing: dict | None = None, extra: list[Block] | None = None,
+                 many: ManySeeds | None = None) -> tuple[Path, Path]:
     from plotly.offline import get_plotlyjs
 
     from assign_add.charts import render
@@ -479,7 +497,7 @@ def write_report(sources: list[Source], out_dir: Path, notes: list[str] | None =
     observed = timing is not None and any(seed[k] is not None for seed in timing["phases"]["per_seed"] for k in PHASES)
     if observed:  # an empty chart would draw nothing (e.g. --quick runs reach no phase)
         figure = render(timing_chart(timing), out_dir / "figures" / "timing", "phases")[0]
-    doc = sections(sources, notes or [], software_versions(), timing, figure, extra)
+    doc = sections(sources, notes or [], software_versions(), timing, figure, extra, many)
     md_path, html_path = out_dir / "report.md", out_dir / "report.html"
     atomic_write_text(md_path, to_markdown(doc, out_dir))
     atomic_write_text(html_path, to_html(doc, get_plotlyjs()))
