@@ -198,7 +198,9 @@ def test_addition_not_reached_is_not_finished():
     ev = copy.deepcopy(raw_evidence())
     ev["acc"]["0var_heldout"] = [0.1 for _ in STEPS]
     ev["acc"]["0var_train"] = [0.1 for _ in STEPS]
-    assert evaluate_claims(build(ev))["C1"].verdict == "not finished by 3,000"
+    res = evaluate_claims(build(ev))
+    assert res["C1"].verdict == "not finished by 3,000"
+    assert res["C5"].verdict == "not finished by 3,000", "no final-state verdict on addition before addition"
 
 
 def test_spike_classification_by_hand():

@@ -326,6 +326,10 @@ def c5(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if "0var_heldout_all" not in fin:
         return _missing("C5", "exhaustive 0-var held-out accuracy")
     acc = fin["0var_heldout_all"]
+    phases = a.get("dynamics", {}).get("phases", {})
+    if "addition" in phases and phases["addition"] is None:  # the phase this final state needs is still under way
+        return ClaimResult("C5", float(acc), f"{acc:.4f} on {a['final_step']}", not_finished_verdict(last_step(a)),
+                           "the addition phase had not finished")
     extra = f"; 2-var union {fin['2var_union']:.4f}" if "2var_union" in fin else ""
     return ClaimResult("C5", float(acc), f"{acc:.4f} on {a['final_step']}{extra}", _verdict(acc >= k["C5_HELDOUT_FINAL"]))
 

@@ -24,9 +24,9 @@ DEFAULT_MANY_SEEDS = Path(__file__).resolve().parents[3] / "results" / "claims-1
 
 # what a claim left "not measured" by the main job needs, and what it costs (docs/performance.md)
 NOT_TESTED_HOW = {
-    "C6": ("assign-add sweep --preset f --out sweeps/f, then reproduce --f-sweep sweeps/f",
+    "C6": ("assign-add sweep --preset f --out sweeps/f` then `assign-add reproduce --f-sweep sweeps/f",
            "~95 min per seed of the 20-point grid on 2 cores in float32"),
-    "C7": ("assign-add sweep --preset r --out sweeps/r, then reproduce --r-sweep sweeps/r",
+    "C7": ("assign-add sweep --preset r --out sweeps/r` then `assign-add reproduce --r-sweep sweeps/r",
            "~95–100 min per seed on 2 cores in float32"),
 }
 
