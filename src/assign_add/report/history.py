@@ -95,7 +95,7 @@ HISTORY: dict[str, list[Change]] = {
                   "(else 'not finished by T'; was: the final accuracy against the cut in every run); " + EDGE_TEXT,
                   "yes: seed 42's b-as-right-operand at 0.681 at 40,000, its refinement under way from 20,200", "d4453c39a0782f9c")],
     "C5": [INTRODUCED, Change(*EDGE_AND_PHASES, EDGE_TEXT, EDGE_SEEN, "fc2017eb11bb7807"),
-           Change("2026-12-07", "C5_PHASE", "judged only once the addition phase finished (else 'not finished by T'; was: the final accuracy against the cut however short the run)", "yes: a 400-step smoke run read 'does not hold' before addition had happened", "d67f27ecaeb37ae5")],
+           Change("2026-12-07", "694518a", "judged only once the addition phase finished (else 'not finished by T'; was: the final accuracy against the cut however short the run)", "yes: a 400-step smoke run read 'does not hold' before addition had happened", "d67f27ecaeb37ae5")],
     "C6": [INTRODUCED,
            Change("2026-12-03", "7b86be6", "from the sweep summary with its protocol and convergence flag", "yes: the f "
                   "sweep's first points"),
