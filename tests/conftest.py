@@ -36,3 +36,24 @@ def released_run(tmp_path_factory):
     from assign_add.paper import import_paper
 
     return import_paper([artifacts_or_skip() / "checkpoints"], tmp_path_factory.mktemp("released-all") / "run")
+
+
+def kill_once_at(proc, status_path: Path, step: int, timeout: float = 600) -> None:
+    """SIGKILL ``proc`` once the run whose ``status.json`` is ``status_path`` has saved ``step`` or later
+    (generous timeout: a loaded 2-core machine starts torch slowly); fail if it exits first."""
+    import json
+    import signal
+    import time
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        try:
+            if status_path.is_file() and json.loads(status_path.read_text())["step"] >= step:
+                break
+        except (json.JSONDecodeError, KeyError):
+            pass
+        if proc.poll() is not None:
+            pytest.fail(f"the command exited before it could be killed: {proc.stderr.read().decode()[-500:]}")
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()

@@ -235,33 +235,20 @@ def test_survival_norm_reads_fresh_studies_and_refuses_a_seed_twice(tmp_path):
 @pytest.mark.slow
 def test_survival_killed_and_rerun_equals_an_uninterrupted_study(tmp_path):
     """SIGKILL mid-study, the same command again: the same rows and bound-by table as a study never killed."""
-    import os
-    import signal
     import subprocess
     import sys
-    import time
+
+    from conftest import kill_once_at
 
     args = ["--seeds", "3-4", "--steps", "1500", "--workers", "1", "--no-progress", "task.eval_pool_size=300",
-            "train.batch_size=32", "train.eval_every=50", "train.compile=false"]
+            "train.batch_size=32", "train.eval_every=250", "train.compile=false"]
 
     def command(out):
         return [sys.executable, "-m", "assign_add.cli", "survival", "--out", str(out), *args]
 
     killed = tmp_path / "killed"
     proc = subprocess.Popen(command(killed), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    status = killed / "seed-3" / "status.json"
-    deadline = time.time() + 600
-    while time.time() < deadline:
-        try:
-            if status.is_file() and json.loads(status.read_text())["step"] >= 500:
-                break
-        except (json.JSONDecodeError, KeyError):
-            pass
-        if proc.poll() is not None:
-            pytest.fail(f"survival exited before it could be killed: {proc.stderr.read().decode()[-500:]}")
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_once_at(proc, killed / "seed-3" / "status.json", 500)
     assert not (killed / "seed-4").exists() or json.loads((killed / "survival.json").read_text())["finished"] < 2
     for out in (killed, tmp_path / "straight"):
         done = subprocess.run(command(out), capture_output=True, text=True)

@@ -1,11 +1,8 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import sys
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +15,7 @@ from assign_add.io import read_jsonl
 from assign_add.run import RunError, open_run
 from assign_add.train.trainer import checkpoint_schedule, train
 
-from conftest import REPO, small_paper_cfg
+from conftest import REPO, kill_once_at, small_paper_cfg
 
 
 def test_checkpoint_schedule():
@@ -81,19 +78,7 @@ def test_resume_after_sigkill_equals_an_uninterrupted_run(tmp_path):
     cmd = [sys.executable, "-m", "assign_add.cli", "train", "--out", str(killed), "--no-progress", *overrides]
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     status = killed / "status.json"
-    deadline = time.time() + 600  # generous: a loaded 2-core machine starts torch slowly
-    while time.time() < deadline:
-        if status.is_file():
-            try:
-                if json.loads(status.read_text())["step"] >= 100:
-                    break
-            except (json.JSONDecodeError, KeyError):
-                pass
-        if proc.poll() is not None:
-            pytest.fail(f"training exited early: {proc.stderr.read().decode()[-500:]}")
-        time.sleep(0.005)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_once_at(proc, status, 100)
     state = json.loads(status.read_text())
     assert state["state"] == "running" and 100 <= state["step"] < 300, "the run was killed part-way"
 
