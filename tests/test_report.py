@@ -64,6 +64,7 @@ def test_a_planted_failing_metric_flips_its_verdict(quick):
     md = res.markdown.read_text()
     run = out / "runs" / "seed-42"
     analysis = json.loads((run / "analysis.json").read_text())
+    analysis["dynamics"]["phases"]["addition"] = 200  # planted: addition happened (C5 judges its final state)
     analysis["dynamics"]["final_exhaustive"]["0var_heldout_all"] = 0.995
     assert evaluate_claims(analysis)["C5"].verdict == HOLDS
     analysis["dynamics"]["final_exhaustive"]["0var_heldout_all"] = 0.5
