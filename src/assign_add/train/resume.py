@@ -20,7 +20,6 @@ from assign_add.lock import RunLock
 from assign_add.run import (
     RunDir,
     RunError,
-    check_new_run_out,
     check_replaceable,
     config_differences,
     create_run_dir,
@@ -105,8 +104,7 @@ def prepare_run_dir(out: Path, cfg: RunConfig, resume: bool, force: bool) -> tup
                            "or pass --force to delete it and start over")
         raise RunError(f"{out} already holds this run ({status.get('state', '?')} at step {status.get('step', 0)}); "
                        "pass --resume to continue it or --force to delete it and start over")
-    check_new_run_out(out)
-    run, lock = create_run_dir(out, cfg, new_status)
+    run, lock = create_run_dir(out, cfg, new_status)  # refuses a folder that is not empty
     return run, lock, False
 
 
