@@ -21,6 +21,7 @@ import torch
 from assign_add.analysis import (
     attention,
     causal,
+    circuits,
     criteria,
     dynamics,
     figures,
@@ -216,6 +217,47 @@ def _causal_finish(ctx: Context, section: dict) -> None:
     sets = {k: b.take(slice(0, CAUSAL_SEQUENCES)) for k, b in pools(ctx.sets).items()}
     res = causal.causal_checks(ctx.final_model, sets, ctx.vocab)
     section.update(step=ctx.final, sequences_per_set=CAUSAL_SEQUENCES, **res.to_json())
+    if "0var_heldout" in sets:
+        section["circuits"] = _circuits(ctx, sets)
+
+
+def circuit_checkpoints(steps: list[int], phases: dynamics.Phases) -> dict[str, int]:
+    """The checkpoints the causal claims read: the first at or after the addition step, the last before
+    binding (the spike's end, or reaching the binding level if earlier), and the last."""
+    out: dict[str, int] = {}
+    if phases.addition is not None:
+        after = [s for s in steps if s >= phases.addition]
+        if after:
+            out["addition"] = after[0]
+    marks = [s for s in (phases.binding, phases.binding_reached) if s is not None]
+    if marks:
+        before = [s for s in steps if s < min(marks)]
+        if before:
+            out["before_binding"] = before[-1]
+    out["end"] = steps[-1]
+    return out
+
+
+def _circuits(ctx: Context, sets: dict[str, Batch]) -> dict:
+    """C12, C13 and C1b (:mod:`assign_add.analysis.circuits`): the final model's ablations and
+    interchanges, and the binding ablations on 0-var held-out at the addition step and before binding."""
+    model = ctx.final_model
+    grid_source = sets.get("0var_train", sets["0var_heldout"])
+    fit = fourier.fit_neurons(fourier.preactivation_grid(model, ctx.vocab, grid_source))
+    keys, _, strong = fourier.key_frequencies(fit)
+    at = circuit_checkpoints(ctx.steps, ctx.phases)
+    out: dict = {"checkpoints": at, "key_frequencies": keys, "modulus": ctx.vocab.modulus,
+                 "composition": circuits.composition(model, sets, ctx.vocab, np.nonzero(strong)[0], ctx.final).to_json()}
+    adder = circuits.adder(model, sets, ctx.vocab, keys, ctx.final)
+    independence = {}
+    for label, step in at.items():
+        m = model if step == ctx.final else ctx.run.load_model(step)
+        independence[label] = circuits.independence(m, sets["0var_heldout"], step).to_json()
+        if label == "before_binding":
+            adder.before_binding = circuits.adder_before_binding(m, sets, ctx.vocab, step)
+    out["adder"] = adder.to_json()
+    out["independence"] = independence
+    return out
 
 
 def _gradients_finish(ctx: Context, section: dict) -> None:

@@ -41,7 +41,7 @@ from assign_add.report.verdicts import (  # noqa: F401 (the vocabulary is re-exp
 
 PAPER_STEPS = 40_000  # the authors' run
 # Claims about the binding circuit or what it feeds: a run in which it has not formed has nothing to judge.
-NEEDS_BINDING = ("C2a", "C2b", "C2c", "C3", "C4", "C8", "C9", "C10", "C11")
+NEEDS_BINDING = ("C2a", "C2b", "C2c", "C3", "C4", "C5b", "C5c", "C8", "C9", "C10", "C11", "C12", "C13")
 
 # Thresholds of the claims table: stated once, with their bases, in report/cuts.py (the names below
 # are their default values, for the criterion texts).
@@ -63,6 +63,9 @@ C10_PREV_TOKEN = CUT_VALUES["C10_PREV_TOKEN"]
 C10_QK_IDENTITY = CUT_VALUES["C10_QK_IDENTITY"]
 C11_DIAG_SHARE = CUT_VALUES["C11_DIAG_SHARE"]
 C11_CORR = CUT_VALUES["C11_CORR"]
+C12_NEAR_CHANCE = CUT_VALUES["C12_NEAR_CHANCE"]
+C12_ZERO_VAR_KEPT = CUT_VALUES["C12_ZERO_VAR_KEPT"]
+C13_FOLLOW = CUT_VALUES["C13_FOLLOW"]
 Cuts = Mapping[str, float]
 
 
@@ -336,6 +339,24 @@ def c5(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
 
 
 
+def _c5_variable(cid: str, name: str, a: dict, k: Cuts) -> ClaimResult:
+    """C5 on held-out pairs in a variable form: the curated set's accuracy at the final evaluation."""
+    d = a.get("dynamics", {})
+    acc = _acc_at(d, name, last_step(a)) if d else None
+    if acc is None:
+        return _missing(cid, f"{name} accuracy")
+    return ClaimResult(cid, float(acc), f"{name} {acc:.4f} at step {last_step(a):,}",
+                       _verdict(acc >= k["C5_HELDOUT_FINAL"]))
+
+
+def c5b(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    return _c5_variable("C5b", "1var_heldout", a, k)
+
+
+def c5c(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    return _c5_variable("C5c", "2var_heldout", a, k)
+
+
 def c6(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     return sweep_claim("C6", a, "f", 0.25, k["C6_C7_TOLERANCE"])
 
@@ -467,6 +488,115 @@ def gradient_leads(grad: list[float], own: list[float] | None) -> bool | None:
     return grad[0] - own[0] > max(grad[1], own[1])
 
 
+def _circuits(a: dict) -> dict | None:
+    return a.get("causal", {}).get("circuits")
+
+
+def _ablated(comp: dict, component: str, name: str) -> list[float]:
+    """The accuracies of one set with one component ablated, one per mode."""
+    return [comp["ablations"][component][mode][name] for mode in sorted(comp["ablations"][component])]
+
+
+def _fmt_modes(values: list[float]) -> str:
+    return "/".join(f"{v:.2f}" for v in values)
+
+
+def c1b(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    """At the addition step, before binding and at the end: ablating either binding component (mean
+    and resample) leaves 0-var held-out ≥ the cut.  A checkpoint whose unablated 0-var held-out is below
+    the cut has no addition to keep and is not judged there."""
+    circ = _circuits(a)
+    if not circ or "independence" not in circ:
+        return _missing("C1b", "the causal circuits analysis")
+    keep = k["C12_ZERO_VAR_KEPT"]
+    judged, parts = {}, []
+    for label, r in circ["independence"].items():
+        worst = min(v for modes in r["ablations"].values() for v in modes.values())
+        parts.append(f"{label} (step {r['step']:,}): {r['baseline']:.3f} unablated, ≥ {worst:.3f} ablated")
+        if r["baseline"] >= keep:
+            judged[label] = worst
+    detail = "0-var held-out with the layer-1 head or layer-2 routing ablated (mean, resample): " + "; ".join(parts)
+    if not judged:
+        return ClaimResult("C1b", None, detail, not_finished_verdict(last_step(a)),
+                           f"0-var held-out never reached {keep:.0%} at the checkpoints read")
+    worst = min(judged.values())
+    return ClaimResult("C1b", float(worst), detail, _verdict(worst >= keep))
+
+
+def c12(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    """Binding components ablated: 1-/2-var held-out within NEAR_CHANCE of binding-free chance and 0-var
+    held-out kept; addition components ablated: every held-out set within NEAR_CHANCE of 1/N; the null
+    (as many random MLP₂ neurons) keeps 0-var held-out.  Both modes (mean, resample) must agree."""
+    circ = _circuits(a)
+    if not circ:
+        return _missing("C12", "the causal circuits analysis")
+    comp, margin, keep = circ["composition"], k["C12_NEAR_CHANCE"], k["C12_ZERO_VAR_KEPT"]
+    sets = list(comp["baseline"])
+    if not all(s in sets for s in ("0var_heldout", "1var_heldout")):
+        return _missing("C12", "0-var and 1-var held-out sets")
+    failures, parts = [], []
+    for component in ("layer1_head", "layer2_routing"):
+        for name in sets:
+            vals = _ablated(comp, component, name)
+            if name == "0var_heldout":
+                ok = min(vals) >= keep
+            else:
+                ok = max(vals) <= comp["chance"]["binding"][name] + margin
+            parts.append(f"{component} → {name} {_fmt_modes(vals)}")
+            failures += [] if ok else [f"{component} on {name}"]
+    for component in ("layer2_head_output", "frequency_neurons"):
+        for name in sets:
+            vals = _ablated(comp, component, name)
+            parts.append(f"{component} → {name} {_fmt_modes(vals)}")
+            failures += [] if max(vals) <= comp["chance"]["addition"][name] + margin else [f"{component} on {name}"]
+    null = _ablated(comp, "random_neurons", "0var_heldout")
+    failures += [] if min(null) >= keep else ["the null (random neurons) on 0var_heldout"]
+    chance = ", ".join(f"{n} {comp['chance']['binding'][n]:.2f}" for n in sets)
+    detail = (f"step {comp['step']:,}, mean/resample ablation: " + "; ".join(parts) +
+              f"; null: {comp['n_null_neurons']} random MLP₂ neurons (vs {comp['n_frequency_neurons']} frequency "
+              f"neurons) → 0var_heldout {_fmt_modes(null)}; binding-free chance {chance}; 1/N "
+              f"{comp['chance']['addition']['0var_heldout']:.3f}")
+    worst_var = max(max(_ablated(comp, c, n)) - comp["chance"]["binding"][n]
+                    for c in ("layer1_head", "layer2_routing") for n in sets if n != "0var_heldout")
+    return ClaimResult("C12", float(worst_var), detail, _verdict(not failures),
+                       "" if not failures else "outside the criterion: " + ", ".join(failures))
+
+
+def c13(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    """The residual before MLP₂ carries the sum: interchanged between a variable form and another
+    sequence's constant form (both directions, every variable-form held-out set), the answer follows the
+    patched-in sum in ≥ C13_FOLLOW of pairs; ablating its key-frequency components takes 0-var held-out
+    within NEAR_CHANCE of 1/N while as many random frequencies' components keep it ≥ C12_ZERO_VAR_KEPT.
+    The interchange before binding and before the layer-2 head are shown beside it."""
+    circ = _circuits(a)
+    if not circ or "adder" not in circ:
+        return _missing("C13", "the causal circuits analysis")
+    adder, margin, keep, follow = circ["adder"], k["C12_NEAR_CHANCE"], k["C12_ZERO_VAR_KEPT"], k["C13_FOLLOW"]
+    rates = {f"{n} {d}": r["follows_source"] for n, dirs in adder["interchange"].items() for d, r in dirs.items()}
+    if not rates or any(v is None for v in rates.values()):
+        return _missing("C13", "interchanges on variable-form held-out sets")
+    freq, chance = adder["frequencies"], 1.0 / circ["modulus"]
+    key = [freq["key"][m] for m in ("mean", "resample")]
+    rnd = [freq["random"][m] for m in ("mean", "resample")]
+    failures = [name for name, v in rates.items() if v < follow]
+    failures += [] if max(key) <= chance + margin else ["key-frequency ablation"]
+    failures += [] if min(rnd) >= keep else ["the null (random frequencies)"]
+
+    def fmt(block: dict) -> str:
+        return ", ".join(f"{n} {d.replace('_to_', '→')} {r['follows_source']:.3f}" for n, dirs in block.items()
+                         for d, r in dirs.items() if r["follows_source"] is not None)
+
+    before = adder.get("before_binding")
+    detail = (f"step {adder['step']:,}: follows the patched-in sum {fmt(adder['interchange'])}; before the layer-2 head "
+              f"(null) {fmt(adder['wrong_site'])}"
+              + (f"; before binding (step {before['step']:,}, null) {fmt(before['interchange'])}" if before else "")
+              + f"; 0var_heldout with key frequencies {freq['key']['frequencies']} ablated ({freq['key']['dimensions']} "
+              f"dims) {_fmt_modes(key)}, random {freq['random']['frequencies']} ({freq['random']['dimensions']} dims) "
+              f"{_fmt_modes(rnd)}")
+    return ClaimResult("C13", float(min(rates.values())), detail, _verdict(not failures),
+                       "" if not failures else "outside the criterion: " + ", ".join(failures))
+
+
 CLAIMS = [
     Claim("B", "The binding circuit forms (the paper's model learns variable binding)",
           "bound at step 5,401 of 40,000 (one run)",
@@ -479,6 +609,12 @@ CLAIMS = [
           f"addition step < binding step and 0-var held-out ≥ {C1_ZERO_VAR_HELDOUT_BEFORE_BINDING:.0%} at the "
           "evaluation before binding",
           figures=("accuracy",), measure=c1),
+    Claim("C1b", "Addition is learned independently of binding: it does not run through the binding circuit",
+          "phase 1 ('independently')",
+          f"at the first checkpoint from the addition step, the last before binding and the last: with the layer-1 "
+          f"head or the layer-2 routing ablated (mean and resample, within the set), 0-var held-out ≥ "
+          f"{C12_ZERO_VAR_KEPT:.0%}, wherever it is ≥ {C12_ZERO_VAR_KEPT:.0%} unablated",
+          figures=(), measure=c1b),
     Claim("C2a", "A sharp spike in accuracy on variable sequences", "1-var held-out 59 % → 96 % between steps 5,301 "
           "and 5,401", f"the largest rise of {AC.BINDING_SET} over a {spike.SPIKE_INTERVAL}-step interval (the finest "
           f"spacing every source has around its spike) ≥ {C2_MIN_RISE:.0%}; the rise / (1 − accuracy before) beside it",
@@ -506,6 +642,14 @@ CLAIMS = [
     Claim("C5", "OOD generalisation to addition pairs never seen in any form", "99.4 % on the 1,045 held-out pairs",
           f"final accuracy on the exhaustive 0-var held-out set ≥ {C5_HELDOUT_FINAL:.0%}",
           figures=("accuracy",), measure=c5),
+    Claim("C5b", "OOD generalisation in 1-var form: held-out pairs with one operand a variable",
+          "(printed in the paper's held-out evaluation)",
+          f"final accuracy on the curated 1-var held-out set ≥ {C5_HELDOUT_FINAL:.0%} (C5's cut)",
+          figures=("accuracy",), measure=c5b),
+    Claim("C5c", "OOD generalisation in 2-var form: held-out pairs with both operands variables",
+          "(printed in the paper's held-out evaluation)",
+          f"final accuracy on the curated 2-var held-out set ≥ {C5_HELDOUT_FINAL:.0%} (C5's cut)",
+          figures=("accuracy",), measure=c5c),
     Claim("C6", "Generalising to unseen pairs needs f ≈ 0.25 of all pairs in training", "threshold f ≈ 0.25",
           f"f sweep: the smallest f from which the monotone fit of 0-var held-out accuracy stays ≥ {SWEEP_LEVEL:.0%}; "
           "its bootstrap "
@@ -540,6 +684,22 @@ CLAIMS = [
           f"correlation with the final QK₂ ≥ {C11_CORR} and above the 95th percentile of the same correlation with the "
           "variables' labels permuted (means over 3 disjoint samples); the verdict is about the theory's setting",
           figures=("gradients_theory", "gradients", "gradient_matrix"), measure=c11),
+    Claim("C12", "Generalisation comes from composing the two circuits", "the paper's title claim",
+          f"final model, each ablation by the set's mean and by another sequence's activation: without the layer-1 "
+          f"head, and without the layer-2 routing, 1-/2-var held-out ≤ binding-free chance (values picked at random "
+          f"from the sequence's assignments) + {C12_NEAR_CHANCE:g} while 0-var held-out ≥ {C12_ZERO_VAR_KEPT:.0%}; "
+          f"without the layer-2 head's output, and without MLP₂'s frequency neurons, every held-out set ≤ 1/N + "
+          f"{C12_NEAR_CHANCE:g}; the null, as many random other MLP₂ neurons, keeps 0-var held-out ≥ "
+          f"{C12_ZERO_VAR_KEPT:.0%}",
+          figures=("ablations",), measure=c12),
+    Claim("C13", "Layer-2 OV plus MLP₂ is the adder: the residual before MLP₂ carries the sum in any form",
+          "the composition argument",
+          f"final model: the residual at = before MLP₂ interchanged with another sequence's other form (constant → "
+          f"variable and variable → constant, 1- and 2-var held-out) makes the answer the patched-in sum in ≥ "
+          f"{C13_FOLLOW:.0%} of pairs with different sums; ablating its components at the key frequencies takes 0-var "
+          f"held-out ≤ 1/N + {C12_NEAR_CHANCE:g}, as many random frequencies keep it ≥ {C12_ZERO_VAR_KEPT:.0%}; the "
+          "same interchange before binding and before the layer-2 head shown as nulls",
+          figures=("patching",), measure=c13),
 ]
 BY_ID = {c.id: c for c in CLAIMS}
 CLAIM_FUNCTIONS: dict[str, Callable[[dict, Cuts], ClaimResult]] = {c.id: c.measure for c in CLAIMS}

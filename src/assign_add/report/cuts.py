@@ -71,6 +71,12 @@ CUTS: dict[str, Cut] = {
     "C11_DIAG_SHARE": Cut(0.75, "three quarters of the window's checkpoints; chance (no structure) is one half"),
     "C11_CORR": Cut(0.30, "a weak correlation, beside the null the verdict also needs (the 95th percentile with "
                     "the variables' labels permuted); the released run's 0.35 sits within 0.05 of it"),
+    "C12_NEAR_CHANCE": Cut(0.10, "within 10 points of the ablation's chance (1/N, or binding-free chance): six "
+                           "binomial standard errors of an accuracy on 1,000 sequences, and far below the 90 % that "
+                           "counts as solved"),
+    "C12_ZERO_VAR_KEPT": Cut(0.90, "C1's 'near perfect', the level every solved set is read at", "level"),
+    "C13_FOLLOW": Cut(0.90, "'carries the sum': the patched-in sum answers nine pairs in ten (binding's level)",
+                      "level"),
 }
 VALUES: dict[str, float] = {name: cut.value for name, cut in CUTS.items()}
 
@@ -88,4 +94,9 @@ CLAIM_CUTS: dict[str, tuple[str, ...]] = {
     "C9": ("C9_FREQUENCY_NEURON_SHARE",),
     "C10": ("C10_PREV_TOKEN", "C10_QK_IDENTITY", "C10_ROUTING", "C10_SUMMANDS"),
     "C11": ("C11_DIAG_SHARE", "C11_CORR"),
+    "C1b": ("C12_ZERO_VAR_KEPT",),
+    "C5b": ("C5_HELDOUT_FINAL",),
+    "C5c": ("C5_HELDOUT_FINAL",),
+    "C12": ("C12_NEAR_CHANCE", "C12_ZERO_VAR_KEPT"),
+    "C13": ("C13_FOLLOW", "C12_NEAR_CHANCE", "C12_ZERO_VAR_KEPT"),
 }

@@ -45,11 +45,19 @@ CRITERION_CODE: dict[str, tuple[Callable, ...]] = {
     "C9": (C.c9,),
     "C10": (C.c10,),
     "C11": (C.c11, C.gradient_leads),
+    "C1b": (C.c1b, C._circuits),
+    "C5b": (C.c5b, C._c5_variable),
+    "C5c": (C.c5c, C._c5_variable),
+    "C12": (C.c12, C._circuits, C._ablated),
+    "C13": (C.c13, C._circuits),
 }
 # the rules shared by every claim: how verdicts become one over seeds, and when a verdict is at the edge
 SHARED_CODE: tuple[Callable, ...] = (C.evaluate_claims, C.mark_edge, V.aggregate)
 
 INTRODUCED = Change("2026-12-02", "a88bd27", "criterion written with the reproduction's first report", "no")
+# the causal claims and C5's variable forms: criteria committed before they were run on any source
+CAUSAL_WRITTEN = ("2026-12-07", "PREREG", "criterion written before its measurement was run on any source (the "
+                  "released checkpoints included)", "no")
 EDGE_AND_PHASES = ("2026-12-07", "4132c89")
 EDGE_TEXT = ("a verdict that flips when one of its cuts moves within ±20 % reads 'at the edge' (was: holds or "
              "does not hold, with 'fragile' beside it); over seeds 'holds in k of n judged' with a Wilson interval")
@@ -128,6 +136,11 @@ HISTORY: dict[str, list[Change]] = {
                    "form; the gradient does not lead them'; " + EDGE_TEXT,
                    "yes: in seeds 42 and 43 the checkpoint's own QK₂ predicted the final QK₂ as well as the gradient",
                    "519b159f6f582b8f")],
+    "C1b": [Change(*CAUSAL_WRITTEN, "df4b9fe1df8bf9dc")],
+    "C5b": [Change(*CAUSAL_WRITTEN, "98d02bb0fb61c73b")],
+    "C5c": [Change(*CAUSAL_WRITTEN, "f904aa73b2d308b9")],
+    "C12": [Change(*CAUSAL_WRITTEN, "07d9abb37b05b6fd")],
+    "C13": [Change(*CAUSAL_WRITTEN, "aa99dc3a846be411")],
 }
 
 
