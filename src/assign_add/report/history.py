@@ -56,7 +56,7 @@ SHARED_CODE: tuple[Callable, ...] = (C.evaluate_claims, C.mark_edge, V.aggregate
 
 INTRODUCED = Change("2026-12-02", "a88bd27", "criterion written with the reproduction's first report", "no")
 # the causal claims and C5's variable forms: criteria committed before they were run on any source
-CAUSAL_WRITTEN = ("2026-12-07", "PREREG", "criterion written before its measurement was run on any source (the "
+CAUSAL_WRITTEN = ("2026-12-07", "d3cd36e", "criterion written before its measurement was run on any source (the "
                   "released checkpoints included)", "no")
 EDGE_AND_PHASES = ("2026-12-07", "4132c89")
 EDGE_TEXT = ("a verdict that flips when one of its cuts moves within ±20 % reads 'at the edge' (was: holds or "
