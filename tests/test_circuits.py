@@ -173,3 +173,16 @@ def test_composition_and_adder_run_on_every_set(setup):
     adder = circuits.adder(model, small, vocab, [3, 7], step=7).to_json()
     assert adder["frequencies"]["key"]["dimensions"] == 8 and adder["frequencies"]["random"]["dimensions"] == 8
     assert set(adder["interchange"]) == {"1var_heldout", "2var_heldout"}
+
+
+def test_orthogonal_part_drops_what_the_key_directions_share():
+    rng = np.random.default_rng(1)
+    key = np.linalg.qr(rng.normal(size=(12, 3)))[0]
+    shared = key[:, :1]
+    own = np.linalg.qr(rng.normal(size=(12, 2)))[0]
+    basis = np.linalg.qr(np.concatenate([shared, own], axis=1))[0]  # overlaps the key span in one direction
+    part = circuits.orthogonal_part(basis, key)
+    np.testing.assert_allclose(key.T @ part, 0, atol=1e-10)
+    np.testing.assert_allclose(part.T @ part, np.eye(part.shape[1]), atol=1e-10)
+    assert part.shape[1] == 2, "the shared direction goes; the two others keep what lies outside the key span"
+    assert circuits.orthogonal_part(key, key).shape[1] == 0

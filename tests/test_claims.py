@@ -101,7 +101,9 @@ def circuits_evidence() -> dict:
             "n_frequency_neurons": 256, "n_null_neurons": 256, "sequences": {n: 1000 for n in HELDOUT}},
         "adder": {"step": 3000, "interchange": _interchange(0.97), "wrong_site": _interchange(0.05),
                   "frequencies": {"key": {"frequencies": [9, 17], "dimensions": 8, "mean": 0.02, "resample": 0.03},
-                                  "random": {"frequencies": [3, 28], "dimensions": 8, "mean": 0.99, "resample": 0.99}},
+                                  "random": {"frequencies": [3, 28], "dimensions": 8, "mean": 0.01, "resample": 0.02},
+                                  "random_orthogonal": {"frequencies": [3, 28], "dimensions": 8, "mean": 0.99,
+                                                        "resample": 0.99}},
                   "before_binding": {"step": 1500, "interchange": _interchange(0.4)}},
         "independence": {label: {"step": step, "baseline": 0.99, "ablations": _kept(0.98)}
                          for label, step in (("addition", 500), ("before_binding", 1500), ("end", 3000))},
@@ -524,3 +526,12 @@ def test_gradient_leads_by_more_than_the_spread():
     assert gradient_leads([0.6, 0.05], [0.1, 0.05]) is True
     assert gradient_leads([0.6, 0.3], [0.4, 0.05]) is False, "a lead of 0.2 within a spread of 0.3"
     assert gradient_leads([0.6, 0.0], None) is None
+
+
+def test_c13_shows_its_verdict_under_the_null_as_first_written():
+    res = evaluate_claims(build(raw_evidence()))["C13"]
+    assert res.verdict == HOLDS
+    assert res.under_previous.startswith("does not hold without C13_NULL_ORTHOGONAL")
+    ev = raw_evidence()
+    del ev["circuits"]["adder"]["frequencies"]["random_orthogonal"]  # an analysis from before the change
+    assert evaluate_claims(build(ev))["C13"].verdict == FAILS

@@ -21,8 +21,11 @@ values picked at random from the sequence's assignments for each variable operan
 sequence; about 0.4 for a 1-var one with one to six assignments).
 
 Nulls: an ablation of as many MLP₂ neurons drawn at random from the others; the residual's
-components at as many frequencies drawn at random from the non-key ones; the interchange at a
-checkpoint before binding and one layer earlier (before the layer-2 head has read the operands).
+components at as many frequencies drawn at random from the non-key ones (as drawn, and less what
+their directions share with the key frequencies' directions: the Fourier directions of different
+frequencies are not orthogonal in the residual, so the first also removes part of the key
+frequencies); the interchange at a checkpoint before binding and one layer earlier (before the
+layer-2 head has read the operands).
 """
 
 from __future__ import annotations
@@ -308,12 +311,26 @@ def frequency_ablations(model: AssignAddTransformer, zero_var: Batch, vocab: Voc
     random non-key frequencies' components ablated (the null), each mode."""
     grid = residual_grid(model, vocab, grid_source)
     perm, last = derangement(len(zero_var)), _last(model)
+    key = frequency_basis(grid, list(keys))
+    others = random_frequencies(list(keys), vocab.modulus)
+    bases = {"key": (list(keys), key), "random": (others, frequency_basis(grid, others)),
+             "random_orthogonal": (others, orthogonal_part(frequency_basis(grid, others), key))}
     out: dict = {}
-    for label, ks in (("key", list(keys)), ("random", random_frequencies(list(keys), vocab.modulus))):
-        basis = torch.as_tensor(frequency_basis(grid, ks), dtype=torch.float32)
+    for label, (ks, basis) in bases.items():
+        basis = torch.as_tensor(basis, dtype=torch.float32)
         out[label] = {"frequencies": ks, "dimensions": int(basis.shape[1]),
                       **{m: accuracy(model, zero_var, [subspace_ablation(last, basis, m, perm)]) for m in MODES}}
     return out
+
+
+def orthogonal_part(basis: np.ndarray, away_from: np.ndarray) -> np.ndarray:
+    """Orthonormal columns spanning what of ``basis``'s span is orthogonal to ``away_from``'s (both
+    orthonormal): the random frequencies' directions, less what they share with the key frequencies'."""
+    if basis.shape[1] == 0 or away_from.shape[1] == 0:
+        return basis
+    rest = basis - away_from @ (away_from.T @ basis)
+    u, s, _ = np.linalg.svd(rest, full_matrices=False)
+    return u[:, s > 1e-6]
 
 
 @dataclass

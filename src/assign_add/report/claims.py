@@ -577,7 +577,8 @@ def c13(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
         return _missing("C13", "interchanges on variable-form held-out sets")
     freq, chance = adder["frequencies"], 1.0 / circ["modulus"]
     key = [freq["key"][m] for m in ("mean", "resample")]
-    rnd = [freq["random"][m] for m in ("mean", "resample")]
+    null = "random_orthogonal" if k["C13_NULL_ORTHOGONAL"] >= 0.5 and "random_orthogonal" in freq else "random"
+    rnd = [freq[null][m] for m in ("mean", "resample")]
     failures = [name for name, v in rates.items() if v < follow]
     failures += [] if max(key) <= chance + margin else ["key-frequency ablation"]
     failures += [] if min(rnd) >= keep else ["the null (random frequencies)"]
@@ -592,7 +593,10 @@ def c13(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
               + (f"; before binding (step {before['step']:,}, null) {fmt(before['interchange'])}" if before else "")
               + f"; 0var_heldout with key frequencies {freq['key']['frequencies']} ablated ({freq['key']['dimensions']} "
               f"dims) {_fmt_modes(key)}, random {freq['random']['frequencies']} ({freq['random']['dimensions']} dims) "
-              f"{_fmt_modes(rnd)}")
+              f"{_fmt_modes([freq['random'][m] for m in ('mean', 'resample')])}"
+              + (f", their part orthogonal to the key directions ({freq['random_orthogonal']['dimensions']} dims) "
+                 f"{_fmt_modes([freq['random_orthogonal'][m] for m in ('mean', 'resample')])}"
+                 if "random_orthogonal" in freq else ""))
     return ClaimResult("C13", float(min(rates.values())), detail, _verdict(not failures),
                        "" if not failures else "outside the criterion: " + ", ".join(failures))
 
@@ -697,7 +701,8 @@ CLAIMS = [
           f"final model: the residual at = before MLP₂ interchanged with another sequence's other form (constant → "
           f"variable and variable → constant, 1- and 2-var held-out) makes the answer the patched-in sum in ≥ "
           f"{C13_FOLLOW:.0%} of pairs with different sums; ablating its components at the key frequencies takes 0-var "
-          f"held-out ≤ 1/N + {C12_NEAR_CHANCE:g}, as many random frequencies keep it ≥ {C12_ZERO_VAR_KEPT:.0%}; the "
+          f"held-out ≤ 1/N + {C12_NEAR_CHANCE:g}, as many random other frequencies (their directions less what they "
+          f"share with the key frequencies') keep it ≥ {C12_ZERO_VAR_KEPT:.0%}; the "
           "same interchange before binding and before the layer-2 head shown as nulls",
           figures=("patching",), measure=c13),
 ]
