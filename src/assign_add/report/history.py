@@ -141,7 +141,7 @@ HISTORY: dict[str, list[Change]] = {
     "C5c": [Change(*CAUSAL_WRITTEN, "f904aa73b2d308b9")],
     "C12": [Change(*CAUSAL_WRITTEN, "07d9abb37b05b6fd")],
     "C13": [Change(*CAUSAL_WRITTEN, "aa99dc3a846be411"),
-            Change("2026-12-07", "NULLFIX", "the random-frequency null removes only its directions' part orthogonal to "
+            Change("2026-12-07", "f9f0b1e", "the random-frequency null removes only its directions' part orthogonal to "
                    "the key frequencies' directions (C13_NULL_ORTHOGONAL keeps the verdict under the null as first "
                    "written)", "yes: on the released run the first null took 0-var held-out to 0.01, as the key "
                    "frequencies did", "6faec58eee7ff0b2")],
