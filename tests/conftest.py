@@ -11,6 +11,11 @@ import pytest
 from assign_add.config import RunConfig, preset, resolve
 
 REPO = Path(__file__).resolve().parents[1]
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # one test process per core (pytest -n): one torch thread each
+    import torch
+
+    torch.set_num_threads(1)
 ARTIFACTS = Path(os.environ.get("ASSIGN_ADD_PAPER_ARTIFACTS", REPO.parent / "shared" / "paper-artifacts"))
 
 
