@@ -155,6 +155,24 @@ def test_sweep_results_supply_c6_and_c7():
     assert c7({}).verdict == NOT_MEASURED
 
 
+def test_a_wide_or_missing_threshold_interval_is_not_resolved():
+    """Noise cannot pass C6/C7: an interval wider than the band it must overlap, or none at all (one seed
+    per value), reads 'not resolved' -- even where it overlaps the paper's value."""
+    from assign_add.report.claims import NOT_RESOLVED, c7
+
+    def r_sweep(estimate, low, high):
+        return {"sweeps": {"r": {"threshold": {"estimate": estimate, "low": low, "high": high, "logistic": estimate,
+                                               "method": "bootstrap over seeds"},
+                                 "spec": {"param": "task.r", "values": [0.1] * 20, "seeds": [42], "steps": 30000},
+                                 "unfinished": [], "convergence": {"margin": 0.02, "unconverged_near": []}}}}
+
+    wide = c7(r_sweep(0.2, 0.113, 0.371))  # overlaps [0.1, 0.3], but 0.258 wide
+    assert wide.verdict == NOT_RESOLVED and "0.258 wide, more than 0.2" in wide.reason
+    assert c7(r_sweep(0.2, None, None)).verdict == NOT_RESOLVED
+    assert c7(r_sweep(0.2, 0.12, 0.31)).verdict == HOLDS  # 0.19 wide, overlapping
+    assert c7(r_sweep(0.5, 0.41, 0.6)).verdict == FAILS  # 0.19 wide, outside [0.1, 0.3]
+
+
 def test_claim_sections_in_order_and_every_seed_listed():
     from assign_add.report.claims import ClaimResult
     from assign_add.report.render import CLAIM_FIGURES, Source, claim_bullets

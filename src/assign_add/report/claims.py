@@ -34,6 +34,7 @@ from assign_add.report.verdicts import (  # noqa: F401 (the vocabulary is re-exp
     NOT_FINISHED,
     NOT_LED,
     NOT_MEASURED,
+    NOT_RESOLVED,
     Aggregate,
     ClaimResult,
     aggregate,
@@ -358,11 +359,11 @@ def c5c(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
 
 
 def c6(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
-    return sweep_claim("C6", a, "f", 0.25, k["C6_C7_TOLERANCE"])
+    return sweep_claim("C6", a, "f", 0.25, k["C6_C7_TOLERANCE"], k["C6_C7_MAX_WIDTH"])
 
 
 def c7(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
-    return sweep_claim("C7", a, "r", 0.2, k["C6_C7_TOLERANCE"])
+    return sweep_claim("C7", a, "r", 0.2, k["C6_C7_TOLERANCE"], k["C6_C7_MAX_WIDTH"])
 
 
 def _cosine_gap(r: dict) -> float | None:
@@ -657,12 +658,13 @@ CLAIMS = [
     Claim("C6", "Generalising to unseen pairs needs f ≈ 0.25 of all pairs in training", "threshold f ≈ 0.25",
           f"f sweep: the smallest f from which the monotone fit of 0-var held-out accuracy stays ≥ {SWEEP_LEVEL:.0%}; "
           "its bootstrap "
-          f"interval widened by ±{C6_C7_TOLERANCE:g} contains 0.25; the convergence flag beside it",
+          f"interval overlaps 0.25 ± {C6_C7_TOLERANCE:g} and is at most {CUT_VALUES['C6_C7_MAX_WIDTH']:g} wide (else "
+          "'not resolved'); the convergence flag beside it",
           figures=(), measure=c6),
     Claim("C7", "Generalising on 2-var sequences needs r ≈ 0.2 of 2-var data", "threshold r ≈ 0.2",
           "r sweep: the smallest r (the kept fraction of 2-var rows, as the paper's 'r ≈ 0.2') from which the monotone "
-          f"fit of 2-var union accuracy stays ≥ {SWEEP_LEVEL:.0%}; its bootstrap interval widened by ±{C6_C7_TOLERANCE:g} contains "
-          "0.2; the convergence flag beside it",
+          f"fit of 2-var union accuracy stays ≥ {SWEEP_LEVEL:.0%}; its bootstrap interval overlaps 0.2 ± {C6_C7_TOLERANCE:g} "
+          f"and is at most {CUT_VALUES['C6_C7_MAX_WIDTH']:g} wide (else 'not resolved'); the convergence flag beside it",
           figures=(), measure=c7),
     Claim("C8", "Residuals before the layer-2 MLP are nearly identical for variable and constant forms",
           "cosine ≈ 1",

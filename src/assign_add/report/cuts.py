@@ -49,6 +49,8 @@ CUTS: dict[str, Cut] = {
     "C5_HELDOUT_FINAL": Cut(0.98, "the paper's 99.4 % less 1.4 points: 6 binomial standard errors (0.24 points) on "
                             "the 1,045 held-out pairs, room for another seed's draw", "level"),
     "C6_C7_TOLERANCE": Cut(0.10, "about two grid steps of the authors' f and r grids (0.05 apart)"),
+    "C6_C7_MAX_WIDTH": Cut(0.20, "the width of the band the interval must overlap (the paper's value ± 0.10): a wider "
+                           "interval could overlap it by its width alone"),
     "C8_MATCHED": Cut(0.90, "the paper's 'cosine ≈ 1'", "level"),
     "C8_GAP": Cut(0.30, "centred cosines, above the larger of two nulls: the constant form of another sequence "
                   "and sum (shuffled), and the constant form of the same prefix with another sum"),
@@ -94,8 +96,8 @@ CLAIM_CUTS: dict[str, tuple[str, ...]] = {
     "C3": ("C3_FORBIDDEN_AT_BINDING", "C3_PLATEAU_STEPS", "REFINEMENT_ACC"),
     "C4": ("C4_FORBIDDEN_FINAL", "REFINEMENT_ACC"),
     "C5": ("C5_HELDOUT_FINAL",),
-    "C6": ("C6_C7_TOLERANCE",),
-    "C7": ("C6_C7_TOLERANCE",),
+    "C6": ("C6_C7_TOLERANCE", "C6_C7_MAX_WIDTH"),
+    "C7": ("C6_C7_TOLERANCE", "C6_C7_MAX_WIDTH"),
     "C8": ("C8_MATCHED", "C8_GAP", "C8_GRID_CORR"),
     "C9": ("C9_FREQUENCY_NEURON_SHARE",),
     "C10": ("C10_PREV_TOKEN", "C10_QK_IDENTITY", "C10_ROUTING", "C10_SUMMANDS"),

@@ -18,6 +18,7 @@ from typing import Callable
 from assign_add.analysis import spike
 from assign_add.report import claims as C
 from assign_add.report import verdicts as V
+from assign_add.report.sweep_claims import sweep_claim
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,8 @@ CRITERION_CODE: dict[str, tuple[Callable, ...]] = {
     "C3": (C.c3, C.later_jump),
     "C4": (C.c4,),
     "C5": (C.c5,),
-    "C6": (C.c6,),
-    "C7": (C.c7,),
+    "C6": (C.c6, sweep_claim),
+    "C7": (C.c7, sweep_claim),
     "C8": (C.c8, C._cosine_gap),
     "C9": (C.c9,),
     "C10": (C.c10,),
@@ -72,6 +73,11 @@ C2_BEFORE = [INTRODUCED,
 SPLIT = ("2026-12-07", "09f02f3")
 SPLIT_SEEN = ("yes: the released run passed the previous-token part only because its checkpoints are 100 steps "
               "apart at the spike and 1,000 elsewhere (its argmax share was 0.91 at 2,001 and 1.00 at 3,001)")
+
+SWEEP_RULE = ("2026-12-07", "SWEEPRULE", "the threshold's interval must also be at most C6_C7_MAX_WIDTH (0.20) wide, "
+              "else 'not resolved'; no interval (one seed per value) is 'not resolved' (was: a one-seed threshold "
+              "read as its own interval; any width passed once widened by ±0.10); fixed before the multi-seed "
+              "sweeps were run", "yes: a one-seed r sweep's interval [0.113, 0.371], from a sweep no longer on record")
 
 HISTORY: dict[str, list[Change]] = {
     "B": [INTRODUCED,
@@ -107,11 +113,13 @@ HISTORY: dict[str, list[Change]] = {
     "C6": [INTRODUCED,
            Change("2026-12-03", "7b86be6", "from the sweep summary with its protocol and convergence flag", "yes: the f "
                   "sweep's first points"),
-           Change(*EDGE_AND_PHASES, EDGE_TEXT, EDGE_SEEN, "c5c5104a1e333eac")],
+           Change(*EDGE_AND_PHASES, EDGE_TEXT, EDGE_SEEN, "c5c5104a1e333eac"),
+           Change(*SWEEP_RULE, "354b4556daf4195a")],
     "C7": [INTRODUCED,
            Change("2026-12-03", "7b86be6", "from the sweep summary with its protocol and convergence flag", "yes: the r "
                   "sweep's first points"),
-           Change(*EDGE_AND_PHASES, EDGE_TEXT, EDGE_SEEN, "d6aac08f93dcdbd8")],
+           Change(*EDGE_AND_PHASES, EDGE_TEXT, EDGE_SEEN, "d6aac08f93dcdbd8"),
+           Change(*SWEEP_RULE, "68670ce57fea8780")],
     "C8": [INTRODUCED,
            Change("2026-12-04", "21b58c0", "made stricter: centred cosines above two nulls (shuffled; same prefix, other "
                   "sum) on training and held-out pairs, and the 1-/2-var grids' correlation with the 0-var grid (moved "

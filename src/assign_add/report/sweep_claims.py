@@ -5,15 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from assign_add.sweep.spec import LEVEL
-from assign_add.report.verdicts import FAILS, HOLDS, NOT_CONVERGED, NOT_MEASURED, ClaimResult
+from assign_add.report.verdicts import FAILS, HOLDS, NOT_CONVERGED, NOT_MEASURED, NOT_RESOLVED, ClaimResult
 
 
-def sweep_claim(cid: str, a: dict, key: str, paper: float, tolerance: float) -> ClaimResult:
+def sweep_claim(cid: str, a: dict, key: str, paper: float, tolerance: float, max_width: float) -> ClaimResult:
     """From a sweep summary attached as ``a["sweeps"][key]`` (``sweep.json`` of ``assign-add sweep``).
 
-    Rule: "not measured" while points are unfinished; otherwise "holds" when the monotone-fit
-    threshold's bootstrap interval, widened by the tolerance cut on either side, contains the paper's
-    value.  The convergence flag is reported beside the verdict, never instead of it (points just
+    Rule: "not measured" while points are unfinished; "not resolved" when the monotone-fit threshold
+    has no interval (one seed) or its interval is wider than ``max_width`` (a wide interval would
+    overlap the band by its width alone); otherwise "holds" when the interval overlaps the paper's value
+    ± the tolerance cut.  The convergence flag is reported beside the verdict, never instead of it (points just
     below the threshold still rising by more than the margin over their last third); so are the
     threshold at 50 / 80 / 90 %, the swept value as the 2-var share of training rows, and the runs
     that never bound.  The protocol is named in the detail."""
@@ -48,9 +49,12 @@ def sweep_claim(cid: str, a: dict, key: str, paper: float, tolerance: float) -> 
     if thr["estimate"] is None:
         return ClaimResult(cid, None, detail, FAILS, "; ".join(x for x in (f"the monotone fit never reaches {LEVEL:.0%}", flag)
                                                                if x))
-    lo = thr["low"] if thr["low"] is not None else thr["estimate"]
-    hi = thr["high"] if thr["high"] is not None else thr["estimate"]
-    ok = lo - tolerance <= paper <= hi + tolerance
+    lo, hi = thr["low"], thr["high"]
+    if lo is None or hi is None or hi - lo > max_width:
+        why = ("no interval (one seed per value)" if lo is None or hi is None
+               else f"its interval is {hi - lo:.3f} wide, more than {max_width:g}")
+        return ClaimResult(cid, float(thr["estimate"]), detail, NOT_RESOLVED, "; ".join(x for x in (why, flag) if x))
+    ok = lo <= paper + tolerance and hi >= paper - tolerance
     return ClaimResult(cid, float(thr["estimate"]), detail, HOLDS if ok else FAILS, flag)
 
 

@@ -17,6 +17,7 @@ NOT_BOUND = "not bound by"  # verdict prefix: "not bound by 20,000"
 NOT_FINISHED = "not finished by"  # verdict prefix: the claim's phase was still under way at the run's end
 AT_EDGE = "at the edge"  # the verdict flips when one of its cuts moves within ±20 %: neither holds nor fails
 NOT_CONVERGED = "not converged"
+NOT_RESOLVED = "not resolved"  # C6/C7: the threshold's interval is missing or too wide to place it
 # C11 when the blocks form but the gradient predicts them no better than the checkpoint's own QK₂
 NOT_LED = "the blocks form; the gradient does not lead them"
 JUDGED = (HOLDS, FAILS, NOT_LED)  # the verdicts that count in "holds in k of n judged"
