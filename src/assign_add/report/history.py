@@ -74,7 +74,7 @@ SPLIT = ("2026-12-07", "09f02f3")
 SPLIT_SEEN = ("yes: the released run passed the previous-token part only because its checkpoints are 100 steps "
               "apart at the spike and 1,000 elsewhere (its argmax share was 0.91 at 2,001 and 1.00 at 3,001)")
 
-SWEEP_RULE = ("2026-12-07", "SWEEPRULE", "the threshold's interval must also be at most C6_C7_MAX_WIDTH (0.20) wide, "
+SWEEP_RULE = ("2026-12-07", "79fcf8e", "the threshold's interval must also be at most C6_C7_MAX_WIDTH (0.20) wide, "
               "else 'not resolved'; no interval (one seed per value) is 'not resolved' (was: a one-seed threshold "
               "read as its own interval; any width passed once widened by ±0.10); fixed before the multi-seed "
               "sweeps were run", "yes: a one-seed r sweep's interval [0.113, 0.371], from a sweep no longer on record")
