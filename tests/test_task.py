@@ -5,7 +5,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assign_add.config import RunConfig, TaskConfig, validate
+from assign_add.config import RunConfig, TaskConfig, apply_overrides, preset, validate
 from assign_add.task.evalsets import build_eval_sets
 from assign_add.task.generator import TWO_VAR, Batch, Sampler, training_type_probs
 from assign_add.task.partitions import build_partitions, load_pairs_json
@@ -297,3 +297,24 @@ def test_sets_that_would_be_empty_are_omitted(paper_cfg):
     names = set(build_eval_sets(task, build_partitions(task)))
     assert not any("heldout" in n or "forbidden" in n for n in names)
     assert {"0var_train", "1var_train", "2var_train"} <= names
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000))
+def test_end_padding_fixes_every_assignment_slot_and_changes_nothing_else(seed):
+    """task.padding = "end": the same draws as random padding (same assignments, values, query), with
+    the PADs moved after the last assignment, so assignment i starts at position i × its length."""
+    random_cfg = preset("paper")
+    end_cfg = validate(apply_overrides(preset("paper"), ["task.padding=end"]))
+    parts = build_partitions(random_cfg.task)
+    a = Sampler(random_cfg.task, seed, parts).batch(3, 64)
+    b = Sampler(end_cfg.task, seed, parts).batch(3, 64)
+    vocab = Vocab.from_task(end_cfg.task)
+    for name in ("answers", "n", "m", "lhs_var", "rhs_var", "category"):
+        assert np.array_equal(getattr(a, name), getattr(b, name)), name
+    for ta, tb in zip(a.tokens, b.tokens):
+        assert tokens_to_prompt(ta, vocab) == tokens_to_prompt(tb, vocab)
+        region = tb[: vocab.region_len]
+        used = int((region != vocab.pad).sum())
+        assert np.all(region[:used] != vocab.pad) and np.all(region[used:] == vocab.pad)
+    assert np.array_equal(text_to_tokens("c=1, b=17, b+19=", vocab)[:4], [vocab.var_id("c"), 1, vocab.var_id("b"), 17])

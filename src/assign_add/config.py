@@ -33,6 +33,7 @@ class ConfigError(ValueError):
 
 
 LAYOUTS = ("prefix", "infix")
+PADDINGS = ("random", "end")
 QUERY_TYPES = ("zero_var", "var_left", "var_right", "two_var")
 
 
@@ -63,6 +64,9 @@ class TaskConfig:
     max_assignments: int = 6
     n_ctx: int = 16
     layout: str = "prefix"
+    # where the PAD tokens of the assignment region go: "random" (the paper: scattered into the gaps
+    # between assignments) or "end" (all after the last assignment: every assignment slot at a fixed position)
+    padding: str = "random"
     f: float = 0.7
     split_seed: int = 42
     forbidden_left: list[str] = field(default_factory=lambda: ["k", "l"])
@@ -219,6 +223,8 @@ def _validate_task(t: TaskConfig) -> None:
         raise ConfigError("task.modulus", f"must be an integer >= 2, got {t.modulus!r}")
     if t.layout not in LAYOUTS:
         raise ConfigError("task.layout", f"must be one of {', '.join(LAYOUTS)}, got {t.layout!r}")
+    if t.padding not in PADDINGS:
+        raise ConfigError("task.padding", f"must be one of {', '.join(PADDINGS)}, got {t.padding!r}")
     if len(t.variables) < 2:
         raise ConfigError("task.variables", "needs at least two variables")
     if len(set(t.variables)) != len(t.variables):

@@ -126,7 +126,7 @@ def build_exhaustive(task: TaskConfig, parts: Partitions) -> dict[str, Batch]:
     vocab = Vocab.from_task(task)
     out: dict[str, Batch] = {}
     build = lambda rng, n, m, lv, rv: build_sequences(  # noqa: E731
-        rng, vocab, n, m, lv, rv, task.min_assignments, task.max_assignments
+        rng, vocab, n, m, lv, rv, task.min_assignments, task.max_assignments, task.padding
     )
     ho = parts.heldout_pairs
     if len(ho):

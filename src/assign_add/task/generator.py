@@ -8,7 +8,8 @@ A sequence is built from its resolved operands ``(n, m)`` and the variables that
 2. the assigned variables are distinct: the queried ones plus random distractors with random
    values; the assignments are shuffled;
 3. the remaining PAD tokens are dropped one at a time into uniformly chosen gaps among the
-   ``k + 1`` gaps around the assignments;
+   ``k + 1`` gaps around the assignments (``task.padding = "end"``: all after the last one, so that
+   each assignment slot sits at a fixed position);
 4. the query (``+ lhs rhs =`` or ``lhs + rhs =``) fills the last four positions.
 
 :class:`Sampler` draws training batches with the configured mixture; the batch for step ``s``
@@ -65,8 +66,11 @@ def build_sequences(
     rhs_var: np.ndarray,
     min_assignments: int,
     max_assignments: int,
+    padding: str = "random",
 ) -> Batch:
-    """Token sequences for given operands and operand variables (see module docstring)."""
+    """Token sequences for given operands and operand variables (see module docstring).  ``padding``
+    "end" puts every PAD after the last assignment instead of into random gaps (the same random draws
+    are made, so the two differ in the PADs' places only)."""
     n = np.asarray(n, dtype=np.int64)
     m = np.asarray(m, dtype=np.int64)
     lhs_var = np.asarray(lhs_var, dtype=np.int64)
@@ -103,6 +107,8 @@ def build_sequences(
     n_pad = vocab.region_len - k * alen
     max_pad = vocab.region_len - int(lo.min(initial=max_k)) * alen
     gaps = (rng.random((size, max(max_pad, 1))) * (k[:, None] + 1)).astype(np.int64)
+    if padding == "end":
+        gaps = np.broadcast_to(k[:, None], gaps.shape)
     valid = np.arange(max(max_pad, 1))[None, :] < n_pad[:, None]
     flat = (rows[:, None] * (max_k + 1) + gaps)[valid]
     counts = np.bincount(flat, minlength=size * (max_k + 1)).reshape(size, max_k + 1)
@@ -160,7 +166,8 @@ def sample(rng: np.random.Generator, vocab: Vocab, task: TaskConfig, spec: Sampl
     if both is not None:
         lhs_var = np.where(qtype == TWO_VAR, both[:, 0], lhs_var)
         rhs_var = np.where(qtype == TWO_VAR, both[:, 1], rhs_var)
-    return build_sequences(rng, vocab, pair[:, 0], pair[:, 1], lhs_var, rhs_var, task.min_assignments, task.max_assignments)
+    return build_sequences(rng, vocab, pair[:, 0], pair[:, 1], lhs_var, rhs_var, task.min_assignments, task.max_assignments,
+                           task.padding)
 
 
 def training_type_probs(task: TaskConfig) -> tuple[float, float, float, float]:

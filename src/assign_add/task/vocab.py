@@ -32,10 +32,11 @@ class Vocab:
     variables: tuple[str, ...]
     layout: str
     n_ctx: int
+    padding: str = "random"  # task.padding: "end" puts every PAD after the last assignment
 
     @classmethod
     def from_task(cls, task: TaskConfig) -> "Vocab":
-        return cls(task.modulus, tuple(task.variables), task.layout, task.n_ctx)
+        return cls(task.modulus, tuple(task.variables), task.layout, task.n_ctx, task.padding)
 
     # ---- ids
     @property
@@ -183,11 +184,14 @@ def _check_value(value: int, vocab: Vocab, where: str) -> None:
 
 
 def prompt_to_tokens(prompt: Prompt, vocab: Vocab, rng: np.random.Generator | None = None) -> np.ndarray:
-    """Token ids for a prompt.  Padding goes first, or into random gaps when ``rng`` is given."""
+    """Token ids for a prompt.  Padding goes first, or into random gaps when ``rng`` is given; after the
+    last assignment for a task without random padding (``vocab.padding == "end"``)."""
     k = len(prompt.assignments)
     n_pad = vocab.region_len - k * vocab.assign_len
     counts = np.zeros(k + 1, dtype=np.int64)
-    if rng is None:
+    if vocab.padding == "end":
+        counts[k] = n_pad
+    elif rng is None:
         counts[0] = n_pad
     else:
         np.add.at(counts, rng.integers(0, k + 1, size=n_pad), 1)
