@@ -64,6 +64,7 @@ def raw_evidence() -> dict:
                               "corr_null95": 0.2, "own_qk_corr": 0.1} for c in CHECKPOINTS if c < 1600},
         "sweep_threshold": {"f": 0.26, "r": 0.21},
         "circuits": circuits_evidence(),
+        "restricted_routing": ck(0.1, 0.95, 2500),  # routing on the restricted sets, fixed with them (2,600)
     }
 
 
@@ -151,6 +152,9 @@ def build(ev: dict) -> dict:
     a["gradients"] = {"by_step": {str(c): r for c, r in rows.items()}, "theory": theory}
     a["sweeps"] = {k: sweep(f"task.{k}", v) for k, v in ev["sweep_threshold"].items()}
     a["causal"] = {"circuits": ev["circuits"]}
+    restricted = [n for n in FORBIDDEN if n.endswith(("_left", "_right"))]
+    a["restricted_routing"] = {"by_step": {str(c): {n: ev["restricted_routing"][c] for n in restricted}
+                                           for c in CHECKPOINTS}}
     return a
 
 
@@ -185,7 +189,10 @@ FLIPS: list[tuple[str, str, Callable[[dict], None], set[str]]] = [
     ("C2c", "layer-1 previous-token attention never changes", _set(("prev_token",), {c: 0.5 for c in CHECKPOINTS}),
      set()),
     ("C3", "forbidden positions rise with binding: no later phase", lambda ev: ev["acc"].update(
-        {k: [0.05 if s < 1600 else 0.7 if s == 1600 else 0.99 for s in STEPS] for k in FORBIDDEN}), set()),
+        {k: [0.05 if s < 1600 else 0.7 if s == 1600 else 0.99 for s in STEPS] for k in FORBIDDEN}),
+     {"C3b"}),  # no later phase: C3b has no refinement whose routing it could read ("not measured")
+    ("C3b", "routing on the restricted sets is fixed with binding, not with their later jump",
+     _set(("restricted_routing",), {c: 0.1 if c < 1000 else 0.95 for c in CHECKPOINTS}), set()),
     ("C4", "one forbidden set is solved, then falls to 50 % by the end",
      _set(("acc", "1var_b_right"), solved_then_lost()), set()),
     ("C5", "exhaustive 0-var held-out at 50 %", _set(("final_exhaustive", "0var_heldout_all"), 0.5), set()),

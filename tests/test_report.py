@@ -177,7 +177,7 @@ def test_claim_sections_in_order_and_every_seed_listed():
     from assign_add.report.claims import ClaimResult
     from assign_add.report.render import CLAIM_FIGURES, Source, claim_bullets
 
-    assert list(CLAIM_FIGURES) == (["B", "C1", "C1b", "C2a", "C2b", "C2c", "C3", "C4", "C5", "C5b", "C5c"]
+    assert list(CLAIM_FIGURES) == (["B", "C1", "C1b", "C2a", "C2b", "C2c", "C3", "C3b", "C4", "C5", "C5b", "C5c"]
                                    + [f"C{i}" for i in range(6, 14)])
     res = [{"C5": ClaimResult("C5", v, f"{v:.4f}", verdict)} for v, verdict in ((0.99, HOLDS), (0.90, FAILS))]
     src = Source("retrained (2 seeds)", [Path("runs/seed-42"), Path("runs/seed-43")], res, None, [])

@@ -17,6 +17,8 @@ Layer numbers follow the paper: "layer 1" is ``blocks.0``, "layer 2" is ``blocks
   operand itself); ``summand_mass``: the attention mass on them.  Added after the released run and
   three seeds showed that layer 2 attends to both summands: in 1-var sequences the constant operand
   often outranks the bound value, which ``routing_acc`` counts as a miss.
+- ``summand_routing`` of one set alone (:func:`summand_routing`): read per checkpoint on each
+  restricted (variable, side) set for C3b, whether refinement fixes routing.
 """
 
 from __future__ import annotations
@@ -91,12 +93,7 @@ def scores_from_patterns(first: np.ndarray, last: np.ndarray, batch: Batch, voca
         hits.append(set(order[i, : len(want)].tolist()) == want)
         mass.append(final[i, list(want)].sum())
     hits_by = {n: [h for h, v in zip(hits, n_var[has]) if v == n] for n in (1, 2)}
-    summands = np.where(bound >= 0, bound, np.array([lpos, rpos]))  # [B, 2]: where each summand's value is
-    s_hits, s_mass = [], []
-    for i, row in enumerate(summands.tolist()):
-        want = set(row)
-        s_hits.append(set(order[i, : len(want)].tolist()) == want)
-        s_mass.append(final[i, sorted(want)].sum())
+    s_hits, s_mass = summand_hits(final, bound, vocab)
     return AttentionResult(
         prev_token=prev_mean,
         prev_token_argmax=prev_argmax,
@@ -110,6 +107,32 @@ def scores_from_patterns(first: np.ndarray, last: np.ndarray, batch: Batch, voca
         summand_routing=_mean(s_hits),
         summand_mass=_mean(s_mass),
     )
+
+
+def summand_hits(final: np.ndarray, bound: np.ndarray, vocab: Vocab) -> tuple[list[bool], list[float]]:
+    """Per sequence: whether the final ``=``'s top layer-2 keys (``final`` [B, key]) are exactly the two
+    summands' value tokens (``bound`` [B, 2]: a variable operand's bound value position, -1 for a
+    constant, which is then read at its operand position), and the attention mass on them."""
+    lpos, rpos = vocab.operand_positions()
+    summands = np.where(bound >= 0, bound, np.array([lpos, rpos]))  # [B, 2]: where each summand's value is
+    order = np.argsort(-final, axis=-1)
+    hits, mass = [], []
+    for i, row in enumerate(summands.tolist()):
+        want = set(row)
+        hits.append(set(order[i, : len(want)].tolist()) == want)
+        mass.append(float(final[i, sorted(want)].sum()))
+    return hits, mass
+
+
+@torch.no_grad()
+def summand_routing(model: AssignAddTransformer, batch: Batch, vocab: Vocab) -> float:
+    """The share of ``batch``'s sequences whose final ``=`` routes onto both summands in layer 2 (C10's
+    measure), from that layer's pattern alone (the forward pass stops there)."""
+    name = f"blocks.{model.cfg.n_layers - 1}.attn.hook_pattern"
+    final = model.cache_until(torch.as_tensor(batch.tokens), {name}, stop_at=name)[name].mean(dim=1)[:, -1].numpy()
+    pos = find_positions(batch, vocab)
+    hits, _ = summand_hits(final, np.stack([pos.lhs_value_pos, pos.rhs_value_pos], axis=1), vocab)
+    return _mean(hits)
 
 
 def _mean(values: list) -> float:

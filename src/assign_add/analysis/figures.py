@@ -75,6 +75,16 @@ def attention_charts(analysis: dict, markers: dict[str, float]) -> dict[str, Cha
     return out
 
 
+def restricted_routing_charts(analysis: dict, markers: dict[str, float]) -> dict[str, Chart]:
+    by = analysis["restricted_routing"]["by_step"]
+    names = sorted({k for row in by.values() for k in row})
+    if not names:
+        return {}
+    return {"restricted_routing": _by_step(analysis, "restricted_routing", names,
+                                           "Layer-2 routing onto both summands, restricted variables at their forbidden side",
+                                           "share of sequences")}
+
+
 def spike_charts(analysis: dict, markers: dict[str, float]) -> dict[str, Chart]:
     if not analysis.get("spike"):
         return {}

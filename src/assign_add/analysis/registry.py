@@ -12,6 +12,7 @@ exact).  It has up to two parts, run by :mod:`assign_add.analysis.suite` in this
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -143,6 +144,20 @@ def checkpoint_view(step: int, model: AssignAddTransformer, ctx: Context) -> Che
 
 def _attention_each(v: CheckpointView, ctx: Context) -> dict:
     return attention.scores_from_patterns(v.first, v.last, ctx.probe, ctx.vocab).to_json()
+
+
+RESTRICTED_ROUTING_SEQUENCES = 300  # per restricted set and checkpoint: a share's standard error ≤ 2.9 points
+
+
+def restricted_sets(sets: dict[str, Batch]) -> dict[str, Batch]:
+    """The restricted (variable, side) sets, e.g. ``1var_b_right``: one variable at one side it never
+    takes in training."""
+    return {k: b.take(slice(0, RESTRICTED_ROUTING_SEQUENCES)) for k, b in sets.items()
+            if re.match(r"^1var_[a-z]+_(left|right)$", k)}
+
+
+def _restricted_routing_each(v: CheckpointView, ctx: Context) -> dict:
+    return {name: attention.summand_routing(v.model, batch, ctx.vocab) for name, batch in restricted_sets(ctx.sets).items()}
 
 
 def _weights_each(v: CheckpointView, ctx: Context) -> dict:
@@ -303,6 +318,7 @@ REGISTRY: dict[str, Analysis] = {a.name: a for a in (
     Analysis("dynamics", finish=_dynamics_finish, charts=figures.dynamics_charts),
     Analysis("trajectory", finish=_trajectory_finish, charts=figures.trajectory_section_charts),
     Analysis("attention", _attention_each, _attention_finish, figures.attention_charts),
+    Analysis("restricted_routing", _restricted_routing_each, charts=figures.restricted_routing_charts),
     Analysis("weights", _weights_each, _weights_finish, figures.weights_charts),
     Analysis("probes", _probes_each, charts=figures.probes_charts),
     Analysis("representation", _representation_each, _representation_finish, figures.representation_charts),

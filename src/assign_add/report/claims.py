@@ -38,11 +38,12 @@ from assign_add.report.verdicts import (  # noqa: F401 (the vocabulary is re-exp
     Aggregate,
     ClaimResult,
     aggregate,
+    is_censored,
 )
 
 PAPER_STEPS = 40_000  # the authors' run
 # Claims about the binding circuit or what it feeds: a run in which it has not formed has nothing to judge.
-NEEDS_BINDING = ("C2a", "C2b", "C2c", "C3", "C4", "C5b", "C5c", "C8", "C9", "C10", "C11", "C12", "C13")
+NEEDS_BINDING = ("C2a", "C2b", "C2c", "C3", "C3b", "C4", "C5b", "C5c", "C8", "C9", "C10", "C11", "C12", "C13")
 
 # Thresholds of the claims table: stated once, with their bases, in report/cuts.py (the names below
 # are their default values, for the criterion texts).
@@ -301,6 +302,42 @@ def c3(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     reason = "" if jumps else "no restricted curve is fixed in a later phase (" + "; ".join(
         sorted({what for what, _ in outcomes.values()})) + ")"
     return ClaimResult("C3", float(max(jumps.values())) if jumps else None, detail, _verdict(bool(jumps)), reason)
+
+
+def c3b(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
+    """Refinement fixes routing: for every restricted curve that C3 finds fixed in a later jump, layer-2
+    routing onto the summands on that curve's own sequences changes most, over equal 1,000-step intervals
+    from the binding step on (the grid every source has, as C2b), in the interval holding the jump or
+    one next to it.  Nothing to judge where C3 found no later jump."""
+    if "dynamics" not in a:
+        return _missing("C3b", "dynamics")
+    d, p = a["dynamics"], a["dynamics"]["phases"]
+    by = a.get("restricted_routing", {}).get("by_step", {})
+    curves = {n: v for n, v in d["acc"].items() if RESTRICTED.match(n)}
+    if not curves or p["binding"] is None:
+        return ClaimResult("C3b", None, "", NOT_MEASURED, "no restricted (variable, side) sets or no binding step")
+    if not by:
+        return _missing("C3b", "layer-2 routing on the restricted sets by checkpoint")
+    c3_result = c3(a, k)
+    if is_censored(c3_result.verdict):
+        return ClaimResult("C3b", None, c3_result.detail, c3_result.verdict, c3_result.reason)
+    jumps = {n: s for n, (what, s) in ((n, later_jump(d["steps"], v, p["binding"], k)) for n, v in curves.items())
+             if what == "later jump"}
+    if not jumps:
+        return ClaimResult("C3b", None, c3_result.detail, NOT_MEASURED, "no restricted curve is fixed in a later phase "
+                           "(C3): no refinement whose routing could be read")
+    changes, parts = {}, []
+    for name, step in jumps.items():
+        steps = sorted(int(s) for s in by if by[s].get(name) is not None)
+        g = spike.grid_change(name, steps, [by[str(s)][name] for s in steps], step, p["binding"])
+        changes[name] = g
+        where = (f"routing fastest over {g.fastest_end - spike.GRID_EVERY:,}–{g.fastest_end:,} ({g.change:+.2f})"
+                 if g.fastest_end is not None else f"no {spike.GRID_EVERY:,}-step interval around it")
+        parts.append(f"{name}: fixed at {step:,}, {where}")
+    missed = [n for n, g in changes.items() if not g.at_spike]
+    share = 1 - len(missed) / len(changes)
+    return ClaimResult("C3b", share, "; ".join(parts), _verdict(not missed),
+                       f"routing did not jump with the curve: {', '.join(missed)}" if missed else "")
 
 
 def c4(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
@@ -641,6 +678,12 @@ CLAIMS = [
           f"{C3_FORBIDDEN_AT_BINDING:.0%} at every evaluation from the binding step to "
           f"{CUT_VALUES['C3_PLATEAU_STEPS']:,.0f} steps after it (a plateau) and reaches {AC.REFINEMENT_ACC:.0%} later",
           figures=("refinement",), measure=c3),
+    Claim("C3b", "Refinement fixes routing: the later phase repairs where layer 2 attends for the restricted positions",
+          "(the paper's account of refinement)",
+          f"for every restricted curve fixed in a later jump (C3), layer-2 routing onto the summands on that curve's "
+          f"own sequences changes most, over equal {spike.GRID_EVERY:,}-step intervals from the binding step on, in "
+          "the interval holding the jump or one next to it",
+          figures=("restricted_routing", "refinement"), measure=c3b),
     Claim("C4", "Position generalisation: trained on `14+b`, correct on `b+14`", "≈ 100 % on forbidden positions",
           f"final accuracy ≥ {C4_FORBIDDEN_FINAL:.0%} on every forbidden-position set",
           figures=("refinement",), measure=c4),

@@ -47,6 +47,7 @@ CRITERION_CODE: dict[str, tuple[Callable, ...]] = {
     "C10": (C.c10,),
     "C11": (C.c11, C.gradient_leads),
     "C1b": (C.c1b, C._circuits),
+    "C3b": (C.c3b, C.c3, C.later_jump, spike.grid_change, spike.on_grid),
     "C5b": (C.c5b, C._c5_variable),
     "C5c": (C.c5c, C._c5_variable),
     "C12": (C.c12, C._circuits, C._ablated),
@@ -144,6 +145,8 @@ HISTORY: dict[str, list[Change]] = {
                    "form; the gradient does not lead them'; " + EDGE_TEXT,
                    "yes: in seeds 42 and 43 the checkpoint's own QK₂ predicted the final QK₂ as well as the gradient",
                    "519b159f6f582b8f")],
+    "C3b": [Change("2026-12-07", "C3BWRITTEN", "criterion written before its measurement was run on any source "
+                   "(the released checkpoints included)", "no", "a77a895336527b83")],
     "C1b": [Change(*CAUSAL_WRITTEN, "df4b9fe1df8bf9dc")],
     "C5b": [Change(*CAUSAL_WRITTEN, "98d02bb0fb61c73b")],
     "C5c": [Change(*CAUSAL_WRITTEN, "f904aa73b2d308b9")],
