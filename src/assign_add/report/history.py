@@ -145,7 +145,7 @@ HISTORY: dict[str, list[Change]] = {
                    "form; the gradient does not lead them'; " + EDGE_TEXT,
                    "yes: in seeds 42 and 43 the checkpoint's own QK₂ predicted the final QK₂ as well as the gradient",
                    "519b159f6f582b8f")],
-    "C3b": [Change("2026-12-07", "C3BWRITTEN", "criterion written before its measurement was run on any source "
+    "C3b": [Change("2026-12-07", "8142797", "criterion written before its measurement was run on any source "
                    "(the released checkpoints included)", "no", "a77a895336527b83")],
     "C1b": [Change(*CAUSAL_WRITTEN, "df4b9fe1df8bf9dc")],
     "C5b": [Change(*CAUSAL_WRITTEN, "98d02bb0fb61c73b")],
