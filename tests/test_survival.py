@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from assign_add.analysis.early import FEATURES, auc, fit_logistic, loo_accuracy, predictor_test
+from assign_add.analysis.early import FEATURES, auc, fit_logistic_regression, loo_accuracy, predictor_test
 from assign_add.cli import app
 from assign_add.run import RunError
 from assign_add.sweep.survival import SeedRow, in_progress, markdown, plan, run_survival, summarize
@@ -35,7 +35,7 @@ def test_logistic_fit_is_the_penalised_optimum(seed, n, d, l2):
     x = rng.normal(size=(n, d))
     y = (rng.random(n) < 0.5).astype(float)
     y[0], y[1] = 0.0, 1.0
-    w, b = fit_logistic(x, y, l2)
+    w, b = fit_logistic_regression(x, y, l2)
     p = 1 / (1 + np.exp(-(x @ w + b)))
     assert np.abs(x.T @ (p - y) + l2 * w).max() < 1e-6
     assert abs((p - y).sum()) < 1e-6

@@ -76,7 +76,7 @@ def early_llc(run: RunDir, step: int = EARLY_STEP) -> float:
     return float(estimate_llc(run.load_model(step), llc_batch(run)).llc_mean)
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = L2, iters: int = 50) -> tuple[np.ndarray, float]:
+def fit_logistic_regression(x: np.ndarray, y: np.ndarray, l2: float = L2, iters: int = 50) -> tuple[np.ndarray, float]:
     """Weights and intercept minimising the summed log-loss + ``l2``/2·|w|² (intercept not penalised; with
     l2 = 1 this is scikit-learn's default C = 1), by Newton's method: the objective is convex, so the
     point where its gradient vanishes is the minimum."""
@@ -115,7 +115,7 @@ def loo_accuracy(x: np.ndarray, y: np.ndarray, l2: float = L2) -> float:
     for i in range(len(y)):
         keep = np.arange(len(y)) != i
         mu, sd = standardiser(x[keep])
-        w, b = fit_logistic((x[keep] - mu) / sd, y[keep], l2)
+        w, b = fit_logistic_regression((x[keep] - mu) / sd, y[keep], l2)
         guess = float(((x[i] - mu) / sd) @ w + b) > 0
         hits += guess == bool(y[i])
     return hits / len(y)
@@ -180,7 +180,7 @@ def confirm_predictor(fit_rows: list[dict[str, float]], fit_bound: list[bool], t
         out["why_not"] = "no finished fresh run yet"
         return out
     mu, sd = standardiser(x)
-    w, b = fit_logistic((x - mu) / sd, y)
+    w, b = fit_logistic_regression((x - mu) / sd, y)
     score = ((xt - mu) / sd) @ w + b
     majority = float(y.mean() >= 0.5)
     out.update(accuracy=float(((score > 0) == (yt == 1)).mean()), base_rate=float((yt == majority).mean()),

@@ -67,7 +67,7 @@ def logistic(x: np.ndarray, x0: float, scale: float, lo: float, hi: float = 1.0)
     return lo + (hi - lo) * 0.5 * (1.0 + np.tanh(z / 2.0))  # the logistic, without overflow
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, start: Logistic | None = None) -> Logistic | None:
+def fit_logistic_curve(x: np.ndarray, y: np.ndarray, start: Logistic | None = None) -> Logistic | None:
     """Least-squares logistic with free asymptotes in [0, 1] (None when the fit fails)."""
     x, y = np.asarray(x, float), np.asarray(y, float)
     span = max(float(x.max() - x.min()), 1e-9)
@@ -133,7 +133,7 @@ def estimate_threshold(x: np.ndarray, scores: np.ndarray, level: float = 0.9, n_
         return Threshold(None, None, None, level, "too few points")
     xs, ys = x[ok], mean[ok]
     est = monotone_crossing(xs, ys, level)
-    fit = fit_logistic(xs, ys)
+    fit = fit_logistic_curve(xs, ys)
     rng = np.random.default_rng(seed)
     seeds_ok = scores[:, ok]
     several = int(np.isfinite(seeds_ok).all(axis=1).sum()) > 1
@@ -152,7 +152,7 @@ def estimate_threshold(x: np.ndarray, scores: np.ndarray, level: float = 0.9, n_
             continue
         boot_mono.append(monotone_crossing(bx, by, level))
         if i < N_BOOT_LOGISTIC:
-            bfit = fit_logistic(bx, by, start=fit)
+            bfit = fit_logistic_curve(bx, by, start=fit)
             boot_logi.append(bfit.crossing(level) if bfit else None)
     low, high = _interval(boot_mono)
     llow, lhigh = _interval(boot_logi)
