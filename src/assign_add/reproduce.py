@@ -51,7 +51,7 @@ QUICK_PAPER_STEPS = [1, 2001, 5001, 5301, 5401, 5601, 14501, 15501, 16001, 16201
 
 Log = Callable[[str], None]
 # what a reproduce folder holds (anything else in --out is refused: it is not this command's folder)
-OUT_ENTRIES = {"runs", "claims.json", "timing.json", "report.html", "report.md", "figures"}
+OUT_ENTRIES = {"runs", "claims.json", "timing.json", "times.json", "report.html", "report.md", "figures"}
 
 
 @dataclass
@@ -60,6 +60,7 @@ class ReproduceResult:
     markdown: Path
     claims: dict
     seconds: float
+    times: dict  # times.json: worker time training and analysing, per job
 
 
 def can_compile() -> bool:
@@ -115,27 +116,49 @@ def ensure_released(checkpoints: Path, out: Path, log: Log) -> RunDir:
     return import_paper([Path(checkpoints)], out)
 
 
-def train_job(config_toml: str, out: str) -> list[str]:
-    """Train (or resume / reuse) one seed; returns its log lines.  Runs in a worker."""
+@dataclass
+class JobReport:
+    """What one job did: its kind ("training" or "analysis"), the run it worked on, its wall time in
+    its worker, and its log lines."""
+
+    kind: str
+    name: str
+    seconds: float
+    lines: list[str]
+
+
+def train_job(config_toml: str, out: str) -> JobReport:
+    """Train (or resume / reuse) one seed.  Runs in a worker."""
     lines: list[str] = []
+    t0 = time.perf_counter()
     ensure_trained(config_mod.loads(config_toml), Path(out), lines.append)
-    return lines
+    return JobReport("training", Path(out).name, time.perf_counter() - t0, lines)
 
 
-def analyse_job(out: str) -> list[str]:
+def analyse_job(out: str) -> JobReport:
     """Analyse (or reuse the analysis of) one trained seed.  Runs in a worker."""
     lines: list[str] = []
+    t0 = time.perf_counter()
     ensure_analysis(RunDir(Path(out)), lines.append)
-    return lines
+    return JobReport("analysis", Path(out).name, time.perf_counter() - t0, lines)
 
 
-def released_job(checkpoints: str, out: str, quick: bool) -> list[str]:
+def released_job(checkpoints: str, out: str, quick: bool) -> JobReport:
     """Import (or reuse) the authors' checkpoints and analyse them.  Runs in a worker."""
     lines: list[str] = []
+    t0 = time.perf_counter()
     released = ensure_released(Path(checkpoints), Path(out), lines.append)
     sub = [s for s in QUICK_PAPER_STEPS if s in released.checkpoint_steps()] if quick else None
     ensure_analysis(released, lines.append, sub)
-    return lines
+    return JobReport("analysis", Path(out).name, time.perf_counter() - t0, lines)
+
+
+def job_times(reports: list[JobReport], workers: int, wall: float) -> dict:
+    """``times.json``: the job's wall time, and the worker time spent training and analysing, per job."""
+    return {"wall_s": round(wall, 1), "workers": workers, "cores": cpu_cores(),
+            **{f"{kind}_s": round(sum(r.seconds for r in reports if r.kind == kind), 1)
+               for kind in ("training", "analysis")},
+            "jobs": [{"kind": r.kind, "run": r.name, "seconds": round(r.seconds, 1)} for r in reports]}
 
 
 def worker_count(jobs: int, cores: int) -> int:
@@ -145,7 +168,8 @@ def worker_count(jobs: int, cores: int) -> int:
     return max(1, min(jobs, cores))
 
 
-def run_jobs(jobs: list, seed_dirs: list[Path], total_steps: int, log: Log, progress=None) -> None:
+def run_jobs(jobs: list, seed_dirs: list[Path], total_steps: int, log: Log, progress=None
+             ) -> tuple[list[JobReport], int]:
     """The jobs in parallel processes (in this process when there is one), with combined progress.
 
     Training and analysing a seed are separate jobs: a seed's analysis is queued when its training
@@ -154,13 +178,17 @@ def run_jobs(jobs: list, seed_dirs: list[Path], total_steps: int, log: Log, prog
     then analyses both while the other is done)."""
     if len(jobs) == 1:
         fn, args = jobs[0]
-        if fn is train_job:
-            run = ensure_trained(config_mod.loads(args[0]), Path(args[1]), log, progress)
-            ensure_analysis(run, log)
-        else:
-            for line in fn(*args):
+        if fn is not train_job:
+            report = fn(*args)
+            for line in report.lines:
                 log(line)
-        return
+            return [report], 1
+        t0 = time.perf_counter()
+        run = ensure_trained(config_mod.loads(args[0]), Path(args[1]), log, progress)
+        t1 = time.perf_counter()
+        ensure_analysis(run, log)
+        return [JobReport("training", run.root.name, t1 - t0, []),
+                JobReport("analysis", run.root.name, time.perf_counter() - t1, [])], 1
     workers = worker_count(len(jobs), cpu_cores())
     log(f"{len(jobs)} jobs in {workers} worker processes ({max(1, cpu_cores() // workers)} torch threads each)")
 
@@ -173,9 +201,11 @@ def run_jobs(jobs: list, seed_dirs: list[Path], total_steps: int, log: Log, prog
         fn, args = jobs[i] if i < len(jobs) else (None, ())
         return (analyse_job, (args[1],)) if fn is train_job else None
 
-    for lines in run_pool(jobs, workers, threads=max(1, cpu_cores() // workers), poll=poll, then=then):
-        for line in lines:
+    reports = run_pool(jobs, workers, threads=max(1, cpu_cores() // workers), poll=poll, then=then)
+    for report in reports:
+        for line in report.lines:
             log(line)
+    return reports, workers
 
 
 def reproduce(
@@ -216,7 +246,8 @@ def reproduce(
     jobs: list = [(train_job, (config_mod.dumps(c), str(d))) for c, d in zip(configs, seed_dirs)]
     if paper_checkpoints is not None:
         jobs.append((released_job, (str(paper_checkpoints), str(out / "runs" / "released"), quick)))
-    run_jobs(jobs, seed_dirs, sum(c.train.steps for c in configs), log, progress)
+    reports, workers = run_jobs(jobs, seed_dirs, sum(c.train.steps for c in configs), log, progress)
+    times = job_times(reports, workers, time.perf_counter() - t0)
 
     sources: list[Source] = []
     claims_json: dict = {}
@@ -249,7 +280,8 @@ def reproduce(
     notes = phase_notes(sources)
     atomic_write_json(out / "claims.json", claims_json)
     html_path, md_path = write_report(sources, out, notes, timing, beyond_sections(extra), many)
-    return ReproduceResult(html_path, md_path, claims_json, time.perf_counter() - t0)
+    atomic_write_json(out / "times.json", times)
+    return ReproduceResult(html_path, md_path, claims_json, time.perf_counter() - t0, times)
 
 
 def check_reusable(cfg: RunConfig, out: Path) -> None:

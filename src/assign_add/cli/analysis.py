@@ -108,7 +108,9 @@ def reproduce_cmd(
         res = reproduce(out, seeds, steps, paper_checkpoints, quick, overrides or [], log=log, progress=bar.update,
                         sweeps=sweeps, experiments=experiments, first_seed=first_seed,
                         **({"many_seeds": many_seeds} if many_seeds is not None else {}))
-    console.print(f"[green]report[/] {res.html} and {res.markdown} ({res.seconds:.0f} s)", highlight=False)
+    console.print(f"[green]report[/] {res.html} and {res.markdown} ({res.seconds:.0f} s; worker time "
+                  f"{res.times['training_s']:.0f} s training, {res.times['analysis_s']:.0f} s analysing, in "
+                  f"{res.times['workers']} worker process(es) on {res.times['cores']} cores)", highlight=False)
 
 
 @app.command("phases")
