@@ -175,18 +175,6 @@ def test_tiny_local_sweep_and_resume(tmp_path):
     assert ckpt.stat().st_mtime_ns == before
 
 
-@pytest.mark.slow
-def test_ray_backend_equals_local(tmp_path):
-    pytest.importorskip("ray")
-    spec = _tiny_spec()
-    spec.values = [0.5]
-    local = run_sweep(spec, tmp_path / "local", "local", workers=2)
-    remote = run_sweep(spec, tmp_path / "ray", "ray", workers=2)
-    strip = lambda s: [{k: v for k, v in p.items() if k != "seconds"} for p in s["points"]]  # noqa: E731
-    assert strip(local) == strip(remote)
-    assert local["rows"] == remote["rows"]
-
-
 def test_watch_parent_fires_only_when_the_parent_is_gone():
     orphaned, kept = threading.Event(), threading.Event()
     watch_parent(os.getppid(), kept.set, interval=0.01)
