@@ -36,7 +36,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from assign_add.analysis.fourier import templates_for, grid_tokens
+from assign_add.analysis.fourier import final_position_grids
 from assign_add.analysis.positions import constant_form, find_positions
 from assign_add.model.hooked import AssignAddTransformer
 from assign_add.task.generator import Batch
@@ -270,16 +270,11 @@ def interchanges(model: AssignAddTransformer, batch: Batch, vocab: Vocab, hook_n
     }
 
 
-@torch.no_grad()
 def residual_grid(model: AssignAddTransformer, vocab: Vocab, zero_var: Batch, n_templates: int = 4) -> np.ndarray:
     """The final position's residual before MLP₂ over every (n, m) of a 0-var template, averaged over
     templates: [N, N, d_model]."""
     name = before_mlp2(model)
-    grids = []
-    for template, lv, rv in templates_for(zero_var, vocab, n_templates):
-        cache = model.cache_until(torch.as_tensor(grid_tokens(template, vocab, lv, rv)), set(), stop_at=name)
-        grids.append(cache[name][:, -1].numpy().reshape(vocab.modulus, vocab.modulus, -1))
-    return np.mean(grids, axis=0)
+    return final_position_grids(model, vocab, zero_var, [name], name, n_templates)[name]
 
 
 def frequency_basis(grid: np.ndarray, frequencies: list[int]) -> np.ndarray:
@@ -306,10 +301,10 @@ def random_frequencies(keys: list[int], modulus: int, seed: int = NULL_SEED) -> 
 
 
 def frequency_ablations(model: AssignAddTransformer, zero_var: Batch, vocab: Vocab, keys: list[int],
-                        grid_source: Batch) -> dict:
+                        grid: np.ndarray) -> dict:
     """0-var held-out accuracy with the residual's key-frequency components ablated, and with as many
-    random non-key frequencies' components ablated (the null), each mode."""
-    grid = residual_grid(model, vocab, grid_source)
+    random non-key frequencies' components ablated (the null), each mode.  ``grid``: the residual grid
+    (:func:`residual_grid`)."""
     perm, last = derangement(len(zero_var)), _last(model)
     key = frequency_basis(grid, list(keys))
     others = random_frequencies(list(keys), vocab.modulus)
@@ -347,13 +342,17 @@ class Adder:
         return asdict(self)
 
 
-def adder(model: AssignAddTransformer, sets: dict[str, Batch], vocab: Vocab, keys: list[int], step: int) -> Adder:
+def adder(model: AssignAddTransformer, sets: dict[str, Batch], vocab: Vocab, keys: list[int], step: int,
+          grid: np.ndarray | None = None) -> Adder:
+    """``grid``: the residual grid when already computed (else from the first 0-var training sequences)."""
     names = [s for s in VARIABLE_SETS if s in sets]
+    if grid is None:
+        grid = residual_grid(model, vocab, sets.get("0var_train", sets["0var_heldout"]))
     return Adder(
         step,
         {n: interchanges(model, sets[n], vocab, before_mlp2(model)) for n in names},
         {n: interchanges(model, sets[n], vocab, before_layer2(model)) for n in names},
-        frequency_ablations(model, sets["0var_heldout"], vocab, keys, sets.get("0var_train", sets["0var_heldout"])),
+        frequency_ablations(model, sets["0var_heldout"], vocab, keys, grid),
     )
 
 

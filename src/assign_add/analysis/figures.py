@@ -76,13 +76,15 @@ def attention_charts(analysis: dict, markers: dict[str, float]) -> dict[str, Cha
 
 
 def restricted_routing_charts(analysis: dict, markers: dict[str, float]) -> dict[str, Chart]:
-    by = analysis["restricted_routing"]["by_step"]
+    by = {s: row for s, row in analysis["restricted_routing"]["by_step"].items() if row}  # the grid's checkpoints
     names = sorted({k for row in by.values() for k in row})
     if not names:
         return {}
-    return {"restricted_routing": _by_step(analysis, "restricted_routing", names,
-                                           "Layer-2 routing onto both summands, restricted variables at their forbidden side",
-                                           "share of sequences")}
+    steps = sorted(int(s) for s in by)
+    return {"restricted_routing": Line("Layer-2 routing onto both summands, restricted variables at their forbidden "
+                                       "side (every 1,000 steps)", steps,
+                                       {k: [by[str(s)].get(k) for s in steps] for k in names},
+                                       ylabel="share of sequences", markers=phase_markers(analysis))}
 
 
 def spike_charts(analysis: dict, markers: dict[str, float]) -> dict[str, Chart]:

@@ -101,16 +101,29 @@ def templates_for(batch: Batch, vocab: Vocab, count: int) -> list[tuple[np.ndarr
 
 
 @torch.no_grad()
+def final_position_grids(model: AssignAddTransformer, vocab: Vocab, batch: Batch, names: list[str], stop_at: str,
+                         n_templates: int = 4) -> dict[str, np.ndarray]:
+    """For each hook in ``names``: the mean over templates of its final-position activation over the
+    N x N grid of operand values, [N, N, width]; one forward pass per template, stopped at ``stop_at``
+    (the one of ``names`` the forward pass reaches last)."""
+    grids: dict[str, list[np.ndarray]] = {n: [] for n in names}
+    for template, lv, rv in templates_for(batch, vocab, n_templates):
+        tokens = torch.as_tensor(grid_tokens(template, vocab, lv, rv))
+        cache = model.cache_until(tokens, set(names), stop_at=stop_at)
+        for n in names:
+            grids[n].append(cache[n][:, -1].numpy().reshape(vocab.modulus, vocab.modulus, -1))
+    return {n: np.mean(g, axis=0) for n, g in grids.items()}
+
+
+def preactivation_name(model: AssignAddTransformer) -> str:
+    return f"blocks.{model.cfg.n_layers - 1}.mlp.hook_pre"
+
+
 def preactivation_grid(model: AssignAddTransformer, vocab: Vocab, batch: Batch, n_templates: int = 4) -> np.ndarray:
     """Mean over templates of the final-position layer-2 MLP pre-activations, [N, N, d_mlp]
     (the forward pass stops at that hook: nothing after it is computed or kept)."""
-    name = f"blocks.{model.cfg.n_layers - 1}.mlp.hook_pre"
-    grids = []
-    for template, lv, rv in templates_for(batch, vocab, n_templates):
-        tokens = torch.as_tensor(grid_tokens(template, vocab, lv, rv))
-        cache = model.cache_until(tokens, set(), stop_at=name)
-        grids.append(cache[name][:, -1].numpy().reshape(vocab.modulus, vocab.modulus, -1))
-    return np.mean(grids, axis=0)
+    name = preactivation_name(model)
+    return final_position_grids(model, vocab, batch, [name], name, n_templates)[name]
 
 
 def key_frequencies(fit: NeuronFit) -> tuple[list[int], dict[int, int], np.ndarray]:
@@ -121,12 +134,16 @@ def key_frequencies(fit: NeuronFit) -> tuple[list[int], dict[int, int], np.ndarr
     return keys, table, strong
 
 
-def fourier_analysis(model: AssignAddTransformer, vocab: Vocab, forms: dict[str, Batch]) -> tuple[FourierResult, dict]:
-    """``forms`` maps "0var" (required), "1var", "2var" to batches of that query form.
+def fourier_analysis(model: AssignAddTransformer, vocab: Vocab, forms: dict[str, Batch],
+                     known: dict[str, np.ndarray] | None = None) -> tuple[FourierResult, dict]:
+    """``forms`` maps "0var" (required), "1var", "2var" to batches of that query form; ``known`` holds
+    pre-activation grids already computed for some of them.
 
     Returns the result and the raw arrays (grid and fits) for figures.
     """
-    grids = {name: preactivation_grid(model, vocab, batch) for name, batch in forms.items()}
+    known = known or {}
+    grids = {name: known[name] if name in known else preactivation_grid(model, vocab, batch)
+             for name, batch in forms.items()}
     fit = fit_neurons(grids["0var"])
     keys, table, strong = key_frequencies(fit)
     shared = {}

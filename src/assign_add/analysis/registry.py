@@ -30,6 +30,7 @@ from assign_add.analysis import (
     gradients,
     probes,
     representation,
+    spike,
     trajectory,
     weights,
 )
@@ -96,6 +97,7 @@ class Context:
     curves: dynamics.Curves
     write: bool = True  # False: a read-only measurement (nothing cached into the run)
     _final_model: AssignAddTransformer | None = field(default=None, repr=False)
+    _final_grids: dict[str, np.ndarray] | None = field(default=None, repr=False)
 
     @property
     def final(self) -> int:
@@ -106,6 +108,18 @@ class Context:
         if self._final_model is None:
             self._final_model = self.run.load_model(self.final)
         return self._final_model
+
+
+def final_grids(ctx: Context) -> dict[str, np.ndarray]:
+    """The final model's MLP₂ pre-activations and the residual before MLP₂ over the N x N grid of a 0-var
+    template (the first four 0-var training sequences), from one forward pass each, shared by the Fourier
+    and the causal analyses: {"pre": …, "resid": …}."""
+    if ctx._final_grids is None:
+        model = ctx.final_model
+        pre, resid = fourier.preactivation_name(model), circuits.before_mlp2(model)
+        grids = fourier.final_position_grids(model, ctx.vocab, ctx.sets["0var_train"], [pre, resid], stop_at=pre)
+        ctx._final_grids = {"pre": grids[pre], "resid": grids[resid]}
+    return ctx._final_grids
 
 
 @dataclass
@@ -157,6 +171,9 @@ def restricted_sets(sets: dict[str, Batch]) -> dict[str, Batch]:
 
 
 def _restricted_routing_each(v: CheckpointView, ctx: Context) -> dict:
+    """On the common 1,000-step grid only (the grid C3b reads, as C2b): {} at the checkpoints between."""
+    if not len(spike.on_grid([v.step], [0.0])[0]):
+        return {}
     return {name: attention.summand_routing(v.model, batch, ctx.vocab) for name, batch in restricted_sets(ctx.sets).items()}
 
 
@@ -216,7 +233,7 @@ def _fourier_finish(ctx: Context, section: dict) -> None:
     for name in ("1var_train", "2var_train"):
         if name in ctx.sets:
             forms[name[:4]] = ctx.sets[name]
-    res, raw = fourier.fourier_analysis(ctx.final_model, ctx.vocab, forms)
+    res, raw = fourier.fourier_analysis(ctx.final_model, ctx.vocab, forms, {"0var": final_grids(ctx)["pre"]})
     best = np.argsort(-raw["fit"].fve)[:2]
     section.update(step=ctx.final, **res.to_json())
     # the null: the same measure on the first checkpoint (the initial weights)
@@ -257,13 +274,12 @@ def _circuits(ctx: Context, sets: dict[str, Batch]) -> dict:
     """C12, C13 and C1b (:mod:`assign_add.analysis.circuits`): the final model's ablations and
     interchanges, and the binding ablations on 0-var held-out at the addition step and before binding."""
     model = ctx.final_model
-    grid_source = sets.get("0var_train", sets["0var_heldout"])
-    fit = fourier.fit_neurons(fourier.preactivation_grid(model, ctx.vocab, grid_source))
-    keys, _, strong = fourier.key_frequencies(fit)
+    grids = final_grids(ctx)
+    keys, _, strong = fourier.key_frequencies(fourier.fit_neurons(grids["pre"]))
     at = circuit_checkpoints(ctx.steps, ctx.phases)
     out: dict = {"checkpoints": at, "key_frequencies": keys, "modulus": ctx.vocab.modulus,
                  "composition": circuits.composition(model, sets, ctx.vocab, np.nonzero(strong)[0], ctx.final).to_json()}
-    adder = circuits.adder(model, sets, ctx.vocab, keys, ctx.final)
+    adder = circuits.adder(model, sets, ctx.vocab, keys, ctx.final, grids["resid"])
     independence = {}
     for label, step in at.items():
         m = model if step == ctx.final else ctx.run.load_model(step)
