@@ -186,3 +186,54 @@ def test_orthogonal_part_drops_what_the_key_directions_share():
     np.testing.assert_allclose(part.T @ part, np.eye(part.shape[1]), atol=1e-10)
     assert part.shape[1] == 2, "the shared direction goes; the two others keep what lies outside the key span"
     assert circuits.orthogonal_part(key, key).shape[1] == 0
+
+
+# ---- planted models from the released checkpoints: the verdict must flip with the planted change
+
+
+def _released_sets(run, n: int = 300) -> dict:
+    return {k: b.take(slice(0, n)) for k, b in run.eval_sets().items()
+            if k in ("0var_train", "0var_heldout", "1var_heldout", "2var_heldout")}
+
+
+def _c13_of(model, sets, vocab):
+    from assign_add.analysis import fourier
+    from assign_add.report.claims import c13
+
+    keys, _, _ = fourier.key_frequencies(fourier.fit_neurons(fourier.preactivation_grid(model, vocab, sets["0var_train"])))
+    adder = circuits.adder(model, sets, vocab, keys, step=0).to_json()
+    return c13({"causal": {"circuits": {"adder": adder, "modulus": vocab.modulus}}}), adder
+
+
+@pytest.mark.slow
+def test_a_random_adder_fails_c13_where_the_trained_one_holds(released_run):
+    vocab = Vocab.from_task(released_run.config().task)
+    sets = _released_sets(released_run)
+    model = released_run.load_model(40000)
+    intact, _ = _c13_of(model, sets, vocab)
+    assert intact.verdict == "holds", intact
+    with torch.no_grad():  # plant: MLP₂ redrawn at its initial scale
+        gen = torch.Generator().manual_seed(0)
+        mlp = model.blocks[-1].mlp
+        for w in (mlp.W_in, mlp.W_out):
+            w.copy_(torch.randn(w.shape, generator=gen) * w.std())
+    planted, adder = _c13_of(model, sets, vocab)
+    assert planted.verdict == "does not hold", planted
+    rates = [r["follows_source"] for dirs in adder["interchange"].values() for r in dirs.values()]
+    assert max(rates) < 0.2, "through a random MLP₂ the patched residual no longer gives its sum"
+
+
+@pytest.mark.slow
+def test_c12s_binding_rows_flip_where_addition_still_runs_through_layer_1(released_run):
+    """At 40,000 ablating the binding circuit keeps 0-var held-out; at 5,301 (before binding) ablating the
+    layer-1 head does not: the same criterion rows must fail there."""
+    from assign_add.report.claims import c12
+
+    vocab = Vocab.from_task(released_run.config().task)
+    sets = _released_sets(released_run)
+    reasons = {}
+    for step in (5301, 40000):
+        comp = circuits.composition(released_run.load_model(step), sets, vocab, np.arange(0, 512, 4), step).to_json()
+        reasons[step] = c12({"causal": {"circuits": {"composition": comp}}}).reason
+    assert "layer1_head on 0var_heldout" in reasons[5301]
+    assert "layer1_head on 0var_heldout" not in reasons[40000] and "layer2_routing on 0var_heldout" not in reasons[40000]
