@@ -32,6 +32,7 @@ class ConfigError(ValueError):
         self.field_name = field_name
 
 
+PAPER_STEPS = 40_000  # the authors' run: 40,000 training steps (paper-artifacts README)
 LAYOUTS = ("prefix", "infix")
 PADDINGS = ("random", "end")
 QUERY_TYPES = ("zero_var", "var_left", "var_right", "two_var")
@@ -100,7 +101,7 @@ class TrainConfig:
     # (the batch of step s is a function of (data seed, s)), so their effects can be separated
     init_seed: int = -1
     data_seed: int = -1
-    steps: int = 40_000
+    steps: int = PAPER_STEPS
     batch_size: int = 512
     lr: float = 1e-3
     weight_decay: float = 0.02

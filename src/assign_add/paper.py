@@ -27,6 +27,7 @@ from assign_add.run import (
     save_checkpoint,
 )
 from assign_add.task.vocab import Vocab
+from assign_add.config import PAPER_STEPS
 
 STEP_RE = re.compile(r"checkpoint_step_(\d+)\.pth$")
 FINAL_NAME = "model_state_dict.pth"
@@ -75,7 +76,7 @@ def authors_config() -> RunConfig:
     return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="bf16"))
 
 
-def checkpoint_files(paths: list[Path], final_step: int = 40_000) -> dict[int, Path]:
+def checkpoint_files(paths: list[Path], final_step: int = PAPER_STEPS) -> dict[int, Path]:
     """Step → file for the ``.pth`` files named by ``paths`` (files, or folders whose ``.pth`` files are
     read, not their subfolders); one line naming the problem when there are none or two give one step."""
     files: list[Path] = []
@@ -99,7 +100,7 @@ def checkpoint_files(paths: list[Path], final_step: int = 40_000) -> dict[int, P
 
 
 def read_paper_checkpoints(paths: list[Path], cfg: RunConfig | None = None,
-                           final_step: int = 40_000) -> dict[int, dict[str, torch.Tensor]]:
+                           final_step: int = PAPER_STEPS) -> dict[int, dict[str, torch.Tensor]]:
     """Every checkpoint loaded and checked (names, shapes, dtypes, zero biases) against ``cfg``'s model,
     converted to our parameters; nothing is written."""
     cfg = cfg or authors_config()
@@ -118,7 +119,7 @@ def read_paper_checkpoints(paths: list[Path], cfg: RunConfig | None = None,
     return converted
 
 
-def import_paper(paths: list[Path], out: Path, force: bool = False, final_step: int = 40_000, cfg: RunConfig | None = None) -> RunDir:
+def import_paper(paths: list[Path], out: Path, force: bool = False, final_step: int = PAPER_STEPS, cfg: RunConfig | None = None) -> RunDir:
     """Write a run directory with the paper config and one checkpoint per file (recorded as trained in bf16:
     the authors' autocast on a GPU, artifacts README).  Every file is read and checked before anything
     is written."""

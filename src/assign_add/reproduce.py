@@ -44,7 +44,7 @@ from assign_add.report.summary import DEFAULT_MANY_SEEDS, load_many_seeds
 from assign_add.run import RunDir, RunError, check_folder_out, open_run
 from assign_add.train.trainer import train
 
-DEFAULT_STEPS = 40_000  # the authors' run (paper-artifacts README)
+DEFAULT_STEPS = config_mod.PAPER_STEPS
 DEFAULT_SEEDS = 3
 QUICK = ["train.steps=400", "train.eval_every=50", "train.checkpoint_every=50", "task.eval_pool_size=300"]
 QUICK_PAPER_STEPS = [1, 2001, 5001, 5301, 5401, 5601, 14501, 15501, 16001, 16201, 20001, 40000]

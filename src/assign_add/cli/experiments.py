@@ -19,7 +19,7 @@ from assign_add.cli.common import (
     err_console,
     user_errors,
 )
-from assign_add.config import ConfigError
+from assign_add.config import PAPER_STEPS, ConfigError
 from assign_add.run import check_new_file_out
 
 
@@ -144,7 +144,7 @@ def survival_cmd(
     overrides: Optional[list[str]] = OverridesArg,
     out: Path = typer.Option(..., "--out", help="experiment folder: one run per seed and survival.json"),
     seeds: str = typer.Option(..., "--seeds", help="seeds, e.g. 52-83 or 42,43,44"),
-    steps: int = typer.Option(40_000, "--steps", help="the horizon: a run not bound by then is censored there"),
+    steps: int = typer.Option(PAPER_STEPS, "--steps", help="the horizon: a run not bound by then is censored there"),
     until_bound: bool = typer.Option(True, "--until-bound/--full", help="stop a run once it has bound"),
     llc: bool = typer.Option(False, "--llc", help="also the LLC at step 1,500 of each run, a second predictor "
                              "(~1 min per run; needs the llc extra)"),

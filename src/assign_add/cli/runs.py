@@ -23,7 +23,7 @@ from assign_add.cli.common import (
     console,
     user_errors,
 )
-from assign_add.config import ConfigError
+from assign_add.config import PAPER_STEPS, ConfigError
 from assign_add.run import RunError
 
 
@@ -121,7 +121,7 @@ def import_paper_cmd(
     out: Path = typer.Option(..., "--out", help="run directory to create"),
     force: bool = typer.Option(False, "--force", help="replace --out if it is a run directory of ours "
                                "(never a folder with other files)"),
-    final_step: int = typer.Option(40_000, "--final-step", help="step of model_state_dict.pth"),
+    final_step: int = typer.Option(PAPER_STEPS, "--final-step", help="step of model_state_dict.pth"),
 ) -> None:
     """Import the authors' TransformerLens 2.x checkpoints (.pth) as a run directory."""
     from assign_add.paper import import_paper

@@ -16,6 +16,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from assign_add.analysis import criteria as AC
+from assign_add.config import PAPER_STEPS
 from assign_add.analysis.dynamics import first_at, forbidden_mean
 from assign_add.analysis.gradients import MIN_SEQUENCES, PREV_TOKEN_MIN
 from assign_add.analysis import spike
@@ -41,7 +42,6 @@ from assign_add.report.verdicts import (  # noqa: F401 (the vocabulary is re-exp
     is_censored,
 )
 
-PAPER_STEPS = 40_000  # the authors' run
 # Claims about the binding circuit or what it feeds: a run in which it has not formed has nothing to judge.
 NEEDS_BINDING = ("C2a", "C2b", "C2c", "C3", "C3b", "C4", "C5b", "C5c", "C8", "C9", "C10", "C11", "C12", "C13")
 

@@ -29,9 +29,10 @@ from assign_add.stats import wilson_interval
 from assign_add.io import atomic_write_json, atomic_write_text, read_json_object
 from assign_add.run import RunDir, RunError, check_folder_out
 from assign_add.sweep.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
+from assign_add.config import PAPER_STEPS
 
 CHECKPOINT_EVERY = 500
-MARKS = (20_000, 40_000)  # the horizons the issue asks P(bound by) at
+MARKS = (PAPER_STEPS // 2, PAPER_STEPS)  # the horizons P(bound by) is read at
 
 
 @dataclass(frozen=True)
