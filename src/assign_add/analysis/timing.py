@@ -21,7 +21,7 @@ from assign_add.analysis.spike import MEASURES, measure_series
 from assign_add.stats import spearman, wilson_interval
 
 PHASES = ("addition", "binding", "refinement")
-LEVEL = 0.5  # the fraction of a measure's range whose first crossing is its "step"
+RANGE_FRACTION = 0.5  # the fraction of a measure's range whose first crossing is its "step"
 
 
 @dataclass
@@ -117,7 +117,7 @@ def summarize_phase_steps(per_seed: list[dict[str, int | None]]) -> dict:
     return {"per_seed": per_seed, "summary": summary, "binding_survival": binding_survival(per_seed)}
 
 
-def crossing_step(steps: list[int], values: list[float], level: float = LEVEL) -> int | None:
+def crossing_step(steps: list[int], values: list[float], level: float = RANGE_FRACTION) -> int | None:
     """First checkpoint from which the measure stays past ``level`` of its range, measured from its
     start side: ``≥ min + level·(max − min)`` for a measure that ends above where it began, ``≤ max −
     level·(max − min)`` for one that ends below (``=`` → right operand falls).  "Stays" makes early
@@ -156,7 +156,7 @@ def timing(analyses: list[dict], reference: dict | None = None) -> dict:
     preds = predictors(analyses)
     best = best_predictor(preds)
     return {"phases": phase_table(analyses), "reference": phase_steps(reference) if reference else None,
-            "level": LEVEL, "predictors": [p.to_json() for p in preds], "best": best.to_json() if best else None,
+            "level": RANGE_FRACTION, "predictors": [p.to_json() for p in preds], "best": best.to_json() if best else None,
             "measures_tried": len(MEASURES)}
 
 
