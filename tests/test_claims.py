@@ -542,3 +542,13 @@ def test_c13_shows_its_verdict_under_the_null_as_first_written():
     ev = raw_evidence()
     del ev["circuits"]["adder"]["frequencies"]["random_orthogonal"]  # an analysis from before the change
     assert evaluate_claims(build(ev))["C13"].verdict == FAILS
+
+
+def test_c3b_without_grid_checkpoints_around_a_jump_is_not_measured():
+    """Checkpoints too sparse to hold a 1,000-step interval around a curve's jump (a --quick look at a
+    few released checkpoints): nothing measured, never a counterexample."""
+    a = build(raw_evidence())
+    a["restricted_routing"]["by_step"] = {s: row for s, row in a["restricted_routing"]["by_step"].items()
+                                          if int(s) not in (2000, 3000)}
+    res = evaluate_claims(a)["C3b"]
+    assert res.verdict == NOT_MEASURED and "no 1,000-step checkpoint interval around the jump" in res.reason

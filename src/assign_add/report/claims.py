@@ -334,6 +334,10 @@ def c3b(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
         where = (f"routing fastest over {g.fastest_end - spike.GRID_EVERY:,}–{g.fastest_end:,} ({g.change:+.2f})"
                  if g.fastest_end is not None else f"no {spike.GRID_EVERY:,}-step interval around it")
         parts.append(f"{name}: fixed at {step:,}, {where}")
+    unread = [n for n, g in changes.items() if g.fastest_end is None]
+    if unread:  # checkpoints too sparse to read the grid around a jump: nothing measured, no counterexample
+        return ClaimResult("C3b", None, "; ".join(parts), NOT_MEASURED,
+                           f"no {spike.GRID_EVERY:,}-step checkpoint interval around the jump of {', '.join(unread)}")
     missed = [n for n, g in changes.items() if not g.at_spike]
     share = 1 - len(missed) / len(changes)
     return ClaimResult("C3b", share, "; ".join(parts), _verdict(not missed),
