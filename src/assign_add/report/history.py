@@ -147,7 +147,7 @@ HISTORY: dict[str, list[Change]] = {
                    "519b159f6f582b8f")],
     "C3b": [Change("2026-12-07", "8142797", "criterion written before its measurement was run on any source "
                    "(the released checkpoints included)", "no", "a77a895336527b83"),
-            Change("2026-12-07", "C3BGRID", "a jump with no 1,000-step checkpoint interval around it is 'not measured' (was: "
+            Change("2026-12-07", "601f906", "a jump with no 1,000-step checkpoint interval around it is 'not measured' (was: "
                    "does not hold)", "yes: a --quick run's analysis of 12 released checkpoints, whose grid has no such "
                    "intervals, read 'does not hold'", "93f46eaf6e1061ff")],
     "C1b": [Change(*CAUSAL_WRITTEN, "df4b9fe1df8bf9dc")],
