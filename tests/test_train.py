@@ -28,6 +28,19 @@ def test_checkpoint_schedule():
     assert len(sched) * 1.126 < 200, "default 40k-step run stays under 200 MB of checkpoints"
     assert checkpoint_schedule(1000, every=100) == list(range(0, 1001, 100))
     assert checkpoint_schedule(150, every=100) == [0, 100, 150]
+    early = checkpoint_schedule(40_000, every=500, early_every=50, early_until=2_000)
+    assert [s for s in early if s <= 2_500] == list(range(0, 2_001, 50)) + [2_500]
+    assert early[-1] == 40_000 and early == sorted(set(early))
+
+
+def test_early_checkpoints_are_written_and_checked(tmp_path):
+    """train.early_checkpoint_every adds checkpoints up to early_checkpoint_until; a negative one is refused."""
+    run = train(small_paper_cfg("train.steps=20", "train.eval_every=10", "train.batch_size=16",
+                                "train.checkpoint_every=20", "train.early_checkpoint_every=4",
+                                "train.early_checkpoint_until=8"), tmp_path / "run").run
+    assert run.checkpoint_steps() == [0, 4, 8, 20]
+    with pytest.raises(ConfigError, match="train.early_checkpoint_every"):
+        small_paper_cfg("train.early_checkpoint_every=-1")
 
 
 @pytest.mark.slow

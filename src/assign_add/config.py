@@ -112,6 +112,10 @@ class TrainConfig:
     # the last step always evaluates every set
     eval_sets: list[str] = field(default_factory=list)
     checkpoint_every: int = 0
+    # extra checkpoints every early_checkpoint_every steps up to early_checkpoint_until (0: none), added to
+    # the schedule above: e.g. 50 up to 2,000, to time what diverges between seeds early in training
+    early_checkpoint_every: int = 0
+    early_checkpoint_until: int = 2000
     state_every: int = 500
     device: str = "auto"
     # "auto": bf16 autocast where it measured faster (compiled, on CUDA or a CPU with bf16 instructions),
@@ -313,6 +317,9 @@ def _validate_train(t: TrainConfig) -> None:
             raise ConfigError(f"train.{name}", f"must be >= 1, got {getattr(t, name)}")
     if t.checkpoint_every < 0:
         raise ConfigError("train.checkpoint_every", f"must be >= 0 (0: default schedule), got {t.checkpoint_every}")
+    for name in ("early_checkpoint_every", "early_checkpoint_until"):
+        if getattr(t, name) < 0:
+            raise ConfigError(f"train.{name}", f"must be >= 0 (0: no early checkpoints), got {getattr(t, name)}")
     if t.lr <= 0:
         raise ConfigError("train.lr", f"must be > 0, got {t.lr}")
     if t.weight_decay < 0:

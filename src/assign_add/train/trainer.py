@@ -38,14 +38,15 @@ from assign_add.train.evaluate import Evaluator, evaluate
 from assign_add.train.loggers import PhaseMarks, open_sinks
 from assign_add.train.resume import load_state, prepare_run_dir, save_state, truncate_metrics
 
-def checkpoint_schedule(total_steps: int, every: int = 0) -> list[int]:
+def checkpoint_schedule(total_steps: int, every: int = 0, early_every: int = 0, early_until: int = 0) -> list[int]:
     """Steps at which a checkpoint is written (always 0 and the last step).
 
     ``every > 0``: every ``every`` steps.  Default (0): dense early and around the phases:
     powers of two up to 512, every 100 steps up to 10,000 (the resolution of the authors' checkpoints
     around their spike, so that rates over the addition and binding windows compare over equal
     intervals on every source), every 250 up to 20,000, then every 1,000 (171 checkpoints, about
-    190 MB, for the paper's 40,000 steps).
+    190 MB, for the paper's 40,000 steps).  ``early_every > 0`` adds one every ``early_every`` steps up to
+    ``early_until``.
     """
     if every > 0:
         steps = set(range(0, total_steps + 1, every))
@@ -54,6 +55,8 @@ def checkpoint_schedule(total_steps: int, every: int = 0) -> list[int]:
         steps |= set(range(100, min(total_steps, 10_000) + 1, 100))
         steps |= set(range(10_250, min(total_steps, 20_000) + 1, 250))
         steps |= set(range(21_000, total_steps + 1, 1000))
+    if early_every > 0:
+        steps |= set(range(0, early_until + 1, early_every))
     return sorted(s for s in steps | {total_steps} if s <= total_steps)
 
 
@@ -117,7 +120,8 @@ class RunWriter:
         # the evaluations during training through the compiled engine too (one shape: chunks of 4096)
         self.evaluate_live = Evaluator(self.live_sets, compiled_answer_logits() if cfg.train.compile
                                        else fast_answer_logits)
-        self.schedule = set(checkpoint_schedule(cfg.train.steps, cfg.train.checkpoint_every))
+        self.schedule = set(checkpoint_schedule(cfg.train.steps, cfg.train.checkpoint_every,
+                                                     cfg.train.early_checkpoint_every, cfg.train.early_checkpoint_until))
         self.loss_sum, self.loss_count = 0.0, 0
         self.t0 = time.perf_counter() - elapsed_before
         self.last_record: dict = {}
