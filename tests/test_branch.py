@@ -109,7 +109,7 @@ def test_a_replay_that_does_not_reproduce_the_parent_is_refused(parent, tmp_path
 
 
 def test_branch_table_counts_bound_by_the_horizon_and_leaves_open_branches_out():
-    from assign_add.sweep.branches import BranchRow, branch_table
+    from assign_add.studies.branches import BranchRow, branch_table
 
     rows = [BranchRow("a/p", 0, 1, 3000, 3000, ""), BranchRow("a/p", 0, 2, None, 10000, ""),
             BranchRow("a/p", 0, 3, 12000, 12000, ""), BranchRow("a/p", 0, 4, None, 6000, ""),

@@ -1,4 +1,4 @@
-"""Two survival studies compared (sweep/compare.py): Fisher on bound-by-horizon, log-rank on time to binding."""
+"""Two survival studies compared (studies/compare.py): Fisher on bound-by-horizon, log-rank on time to binding."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import pytest
 from typer.testing import CliRunner
 
 from assign_add.cli import app
-from assign_add.sweep.compare import compare, compare_line, logrank_p
-from assign_add.sweep.survival import SeedRow
+from assign_add.studies.compare import compare, compare_line, logrank_p
+from assign_add.studies.survival import SeedRow
 
 
 def _rows(seeds, bound_at):
@@ -84,7 +84,7 @@ def test_studies_trained_differently_are_refused_unless_allowed(tmp_path):
 
 
 def test_training_read_from_an_older_command():
-    from assign_add.sweep.survival import training_of
+    from assign_add.studies.survival import training_of
 
     assert training_of({"command": "assign-add survival --seeds 1-2"}) == {"compile": False, "precision": "fp32",
                                                                           "inferred": True}

@@ -14,7 +14,7 @@ from assign_add.task.generator import Sampler
 
 pytest.importorskip("devinterp", reason="the LLC needs the optional extra assign-add[llc]")
 
-from assign_add.analysis.llc import LLCSettings, answer_token_loss, estimate_llc, from_trace  # noqa: E402
+from assign_add.studies.llc import LLCSettings, answer_token_loss, estimate_llc, from_trace  # noqa: E402
 
 CFG = preset("paper")
 BATCH = Sampler(CFG.task, 3).batch(0, 2048)
@@ -127,7 +127,7 @@ def test_llc_command_on_a_small_run(tmp_path):
 
 
 def test_landmarks_of_a_hand_made_curve():
-    from assign_add.analysis.llc import landmark_lines, landmarks
+    from assign_add.studies.llc import landmark_lines, landmarks
 
     rows = [{"step": s, "llc": v} for s, v in ((0, 1.0), (100, 5.0), (200, 4.0), (300, 10.0))]
     marks = landmarks(rows, {"addition": 100, "binding": 200, "refinement": None})

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from assign_add.analysis.early import FEATURES, auc, fit_logistic_regression, loo_accuracy, predictor_test
+from assign_add.studies.early import FEATURES, auc, fit_logistic_regression, loo_accuracy, predictor_test
 from assign_add.cli import app
 from assign_add.run import RunError
-from assign_add.sweep.survival import SeedRow, in_progress, markdown, plan, run_survival, summarize
+from assign_add.studies.survival import SeedRow, in_progress, markdown, plan, run_survival, summarize
 
 
 def test_auc_on_hand_built_values():
@@ -116,7 +116,7 @@ def test_survival_refuses_bad_input(tmp_path, args, message):
 
 
 def test_survival_chart_is_the_kaplan_meier_step_function_to_the_horizon():
-    from assign_add.sweep.survival import survival_chart
+    from assign_add.studies.survival import survival_chart
 
     summary = {"horizon": 30_000, "survival": {"n": 4, "curve": [[2_000.0, 0.75], [5_000.0, 0.5]]}}
     chart = survival_chart(summary)
@@ -148,7 +148,7 @@ def test_the_llc_predictor_is_a_second_test_on_the_llc_alone():
 
 
 def test_the_early_llc_is_sampled_once_per_run(tmp_path, monkeypatch):
-    import assign_add.sweep.survival as survival
+    import assign_add.studies.survival as survival
 
     calls = []
     monkeypatch.setattr(survival, "early_llc", lambda run, step: calls.append(step) or 7.5)
@@ -174,7 +174,7 @@ def test_a_predictor_confirmed_on_fresh_seeds_and_refuted_when_the_sign_flips(tm
     """Fitted on 20 runs where low accuracy means binding, scored on 10 fresh runs: where the fresh runs
     follow the same rule, accuracy 1 and AUC 1 (a permutation reaches AUC 1 with probability 1/C(10,5) =
     1/252, so p ≈ 0.004 < 0.05): confirmed; where they follow the opposite rule, AUC 0: not confirmed."""
-    from assign_add.sweep.survival import confirm, confirm_line
+    from assign_add.studies.survival import confirm, confirm_line
 
     fit, same, flipped = tmp_path / "fit.json", tmp_path / "same.json", tmp_path / "flipped.json"
     fit.write_text(json.dumps(_study(range(100, 120), low_binds=True)))
@@ -205,7 +205,7 @@ def test_survival_confirm_refuses_what_is_not_a_fresh_comparable_study(tmp_path)
 
 
 def test_norm_lead_test_by_hand():
-    from assign_add.analysis.early import norm_lead_test
+    from assign_add.studies.early import norm_lead_test
 
     # the 4 bound runs have the 4 largest norms: exact one-sided p = 1 / C(8, 4) = 1/70
     res = norm_lead_test([1, 2, 3, 4, 5, 6, 7, 8], [False] * 4 + [True] * 4)
@@ -219,7 +219,7 @@ def test_norm_lead_test_by_hand():
 
 
 def test_survival_norm_reads_fresh_studies_and_refuses_a_seed_twice(tmp_path):
-    from assign_add.sweep.survival import norm_lead
+    from assign_add.studies.survival import norm_lead
 
     rows = [_row(s, 3000 if s % 2 else None, 3000 if s % 2 else 40_000) for s in range(6)]
     for i, r in enumerate(rows):

@@ -202,7 +202,7 @@ def llc_cmd(
     """Local learning coefficient per checkpoint (devinterp SGLD), or a calibration grid with --calibrate-lrs."""
     from dataclasses import replace
 
-    from assign_add.analysis import llc
+    from assign_add.studies import llc
     from assign_add.charts import render
     from assign_add.io import atomic_write_json
     from assign_add.run import check_folder_out, open_run

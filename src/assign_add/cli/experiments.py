@@ -118,7 +118,7 @@ def branches_cmd(
     """Branch-and-replay: P(bound by --steps) per parent and branch step over fresh data orders."""
 
     from assign_add.parallel import cpu_cores
-    from assign_add.sweep.branches import plan, run_branches
+    from assign_add.studies.branches import plan, run_branches
 
     if orders < 1:
         raise ConfigError("--orders", f"must be >= 1, got {orders}")
@@ -154,7 +154,7 @@ def survival_cmd(
     """Time to binding over seeds: survival curve, P(bound by 20k / 40k), and an early predictor."""
 
     from assign_add.parallel import cpu_cores
-    from assign_add.sweep.survival import plan, run_survival
+    from assign_add.studies.survival import plan, run_survival
 
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {workers}")
@@ -186,7 +186,7 @@ def survival_confirm_cmd(
 ) -> None:
     """Score the early predictor, fitted once on one survival study, on fresh seeds (pre-registered rule)."""
     from assign_add.io import atomic_write_json
-    from assign_add.sweep.survival import confirm, confirm_line
+    from assign_add.studies.survival import confirm, confirm_line
 
     check_new_file_out(out)
     res = confirm(fit, tests)
@@ -208,7 +208,7 @@ def survival_compare_cmd(
 ) -> None:
     """Did a change alter binding?  Two survival studies: Fisher's test on bound-by-horizon, log-rank on time."""
     from assign_add.io import atomic_write_json
-    from assign_add.sweep.compare import compare, compare_line
+    from assign_add.studies.compare import compare, compare_line
 
     check_new_file_out(out)
     res = compare(a, b, allow_different_training)
@@ -227,7 +227,7 @@ def survival_norm_cmd(
 ) -> None:
     """The pre-registered test of the norm lead: is the parameter norm at step 1,500 higher in the seeds that bind?"""
     from assign_add.io import atomic_write_json
-    from assign_add.sweep.survival import norm_lead, norm_lead_line
+    from assign_add.studies.survival import norm_lead, norm_lead_line
 
     check_new_file_out(out)
     res = norm_lead(studies)

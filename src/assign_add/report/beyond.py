@@ -71,7 +71,7 @@ def survival_section(folder: Path, s: dict) -> list[Block]:
              + "."),
     ]
     blocks += [Figures(_figure(folder, "survival", "survival"))] if (folder / "survival.png").is_file() else []
-    from assign_add.sweep.survival import predictor_line
+    from assign_add.studies.survival import predictor_line
 
     early = s.get("bound_by_early_step", 0)
     if not s.get("predictor"):
@@ -94,7 +94,7 @@ def branches_section(folder: Path, b: dict) -> list[Block]:
 
 
 def llc_section(folder: Path, r: dict) -> list[Block]:
-    from assign_add.analysis.llc import landmark_lines, landmarks
+    from assign_add.studies.llc import landmark_lines, landmarks
 
     st = r["settings"]
     marks = r.get("landmarks") or landmarks(r["rows"], r["phases"])

@@ -20,7 +20,7 @@ from pathlib import Path
 from assign_add.stats import wilson_interval
 from assign_add.io import atomic_write_json, atomic_write_text
 from assign_add.run import RunDir, RunError, check_folder_out, open_run
-from assign_add.sweep.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
+from assign_add.studies.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
 
 DATA_SEED_BASE = 10_000  # branch data seeds are BASE + k, apart from the seeds runs use by default
 

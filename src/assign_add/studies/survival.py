@@ -16,7 +16,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from assign_add.analysis.early import (
+from assign_add.studies.early import (
     EARLY_STEP,
     LLC_FEATURES,
     confirm_predictor,
@@ -28,7 +28,7 @@ from assign_add.analysis.timing import binding_survival
 from assign_add.stats import wilson_interval
 from assign_add.io import atomic_write_json, atomic_write_text, read_json_object
 from assign_add.run import RunDir, RunError, check_folder_out
-from assign_add.sweep.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
+from assign_add.studies.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
 from assign_add.config import PAPER_STEPS
 
 CHECKPOINT_EVERY = 500
@@ -218,7 +218,7 @@ def markdown(summary: dict) -> str:
 
 def in_progress(job: SeedJob) -> SeedRow | None:
     """A run still training, as far as its metrics go (None before its first evaluation)."""
-    from assign_add.sweep.binding import binding_of
+    from assign_add.studies.binding import binding_of
 
     run = RunDir(Path(job.out))
     if not run.exists() or not run.metrics():
@@ -300,7 +300,7 @@ def read_summary(path: Path) -> dict:
 
 def confirm(fit: Path, tests: list[Path]) -> dict:
     """The early predictor fitted on the first study's ``survival.json`` and scored on fresh seeds' summaries
-    (:func:`assign_add.analysis.early.confirm_predictor`).  The studies must share the horizon and the early
+    (:func:`assign_add.studies.early.confirm_predictor`).  The studies must share the horizon and the early
     step, and no seed may be in both."""
     first, fresh = read_summary(fit), [read_summary(t) for t in tests]
     for t, summary in zip(tests, fresh):
@@ -339,9 +339,9 @@ def confirm_line(c: dict) -> str:
 
 
 def norm_lead(studies: list[Path]) -> dict:
-    """The pre-registered norm-lead test (:func:`assign_add.analysis.early.norm_lead_test`) over the finished
+    """The pre-registered norm-lead test (:func:`assign_add.studies.early.norm_lead_test`) over the finished
     runs of one or more fresh studies that share a horizon; each seed counted once."""
-    from assign_add.analysis.early import NORM_LEAD_FEATURE, norm_lead_test
+    from assign_add.studies.early import NORM_LEAD_FEATURE, norm_lead_test
 
     summaries = [read_summary(p) for p in studies]
     horizons = {s["horizon"] for s in summaries}

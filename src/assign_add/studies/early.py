@@ -69,9 +69,9 @@ def early_measures(run: RunDir, step: int = EARLY_STEP) -> dict[str, float]:
 
 
 def early_llc(run: RunDir, step: int = EARLY_STEP) -> float:
-    """The LLC of ``run``'s checkpoint at ``step`` with :data:`assign_add.analysis.llc.DEFAULTS` on the
+    """The LLC of ``run``'s checkpoint at ``step`` with :data:`assign_add.studies.llc.DEFAULTS` on the
     LLC command's sequences (read-only)."""
-    from assign_add.analysis.llc import estimate_llc, llc_batch
+    from assign_add.studies.llc import estimate_llc, llc_batch
 
     return float(estimate_llc(run.load_model(step), llc_batch(run)).llc_mean)
 

@@ -25,7 +25,7 @@ from scipy.stats import CensoredData, fisher_exact, logrank
 from assign_add.analysis.timing import kaplan_meier, km_median
 from assign_add.stats import wilson_interval
 from assign_add.run import RunError
-from assign_add.sweep.survival import SeedRow, bound_by, read_summary, training_of
+from assign_add.studies.survival import SeedRow, bound_by, read_summary, training_of
 
 ALPHA = 0.05
 

@@ -1,7 +1,7 @@
 """Training a run only as far as the binding question needs: in chunks, until bound or a horizon.
 
-Shared by branch-and-replay (:mod:`assign_add.sweep.branches`) and the time-to-binding survey
-(:mod:`assign_add.sweep.survival`): both ask only *whether and when* a run binds, so a run can stop
+Shared by branch-and-replay (:mod:`assign_add.studies.branches`) and the time-to-binding survey
+(:mod:`assign_add.studies.survival`): both ask only *whether and when* a run binds, so a run can stop
 once it has, and only the two sets that binding and addition are read from are evaluated along the
 way (every set costs about a third of a step's time; the last step still evaluates every set).
 """
