@@ -37,11 +37,12 @@ from assign_add.model.hooked import AssignAddTransformer
 from assign_add.analysis.attention import first_layer_pattern, previous_token
 from assign_add.config import TaskConfig
 from assign_add.task.evalsets import pool_definitions
+from assign_add.analysis.criteria import VALUES
 from assign_add.task.generator import Batch, sample
 from assign_add.task.partitions import Partitions
 from assign_add.task.vocab import Vocab
 
-PREV_TOKEN_MIN = 0.90  # precondition (a); the same level as claim C10's previous-token criterion
+PREV_TOKEN_MIN = VALUES["C10_PREV_TOKEN"]  # precondition (a): claim C10's previous-token cut
 MIN_SEQUENCES = 50  # per sample: fewer sequences satisfying (b) and the checkpoint is not measurable
 THEORY_SAMPLES = 3
 THEORY_SAMPLE_SIZE = 1024  # 1-var sequences drawn per sample, before the filter (b)

@@ -23,7 +23,6 @@ from assign_add.analysis import spike
 from assign_add.report.cuts import CLAIM_CUTS, CUTS, MOVE, Cut
 from assign_add.report.cuts import VALUES as CUT_VALUES
 from assign_add.report.sweep_claims import sweep_claim
-from assign_add.sweep.spec import LEVEL as SWEEP_LEVEL
 from assign_add.report.verdicts import (  # noqa: F401 (the vocabulary is re-exported for callers of claims)
     AGGREGATE_RULE,
     AT_EDGE,
@@ -45,29 +44,6 @@ from assign_add.report.verdicts import (  # noqa: F401 (the vocabulary is re-exp
 # Claims about the binding circuit or what it feeds: a run in which it has not formed has nothing to judge.
 NEEDS_BINDING = ("C2a", "C2b", "C2c", "C3", "C3b", "C4", "C5b", "C5c", "C8", "C9", "C10", "C11", "C12", "C13")
 
-# Thresholds of the claims table: stated once, with their bases, in report/cuts.py (the names below
-# are their default values, for the criterion texts).
-C1_ZERO_VAR_HELDOUT_BEFORE_BINDING = CUT_VALUES["C1_ZERO_VAR_HELDOUT_BEFORE_BINDING"]
-C2_MIN_RISE = CUT_VALUES["C2_MIN_RISE"]
-# C3 is about a *later* phase: at the binding step (the end of the spike's interval) the mean
-# forbidden-position accuracy must still be at most this, i.e. binding itself left at least half of
-# those sequences wrong.  Without it a run whose forbidden positions rise with the spike (seed 43:
-# 0.15 → 0.65 at binding, 0.91 one evaluation later) would count as having a refinement phase.
-C3_FORBIDDEN_AT_BINDING = CUT_VALUES["C3_FORBIDDEN_AT_BINDING"]
-C4_FORBIDDEN_FINAL = CUT_VALUES["C4_FORBIDDEN_FINAL"]
-C5_HELDOUT_FINAL = CUT_VALUES["C5_HELDOUT_FINAL"]
-C6_C7_TOLERANCE = CUT_VALUES["C6_C7_TOLERANCE"]
-C8_MATCHED = CUT_VALUES["C8_MATCHED"]
-C8_GAP = CUT_VALUES["C8_GAP"]
-C9_FREQUENCY_NEURON_SHARE = CUT_VALUES["C9_FREQUENCY_NEURON_SHARE"]
-C8_GRID_CORR = CUT_VALUES["C8_GRID_CORR"]
-C10_PREV_TOKEN = CUT_VALUES["C10_PREV_TOKEN"]
-C10_QK_IDENTITY = CUT_VALUES["C10_QK_IDENTITY"]
-C11_DIAG_SHARE = CUT_VALUES["C11_DIAG_SHARE"]
-C11_CORR = CUT_VALUES["C11_CORR"]
-C12_NEAR_CHANCE = CUT_VALUES["C12_NEAR_CHANCE"]
-C12_ZERO_VAR_KEPT = CUT_VALUES["C12_ZERO_VAR_KEPT"]
-C13_FOLLOW = CUT_VALUES["C13_FOLLOW"]
 Cuts = Mapping[str, float]
 
 
@@ -652,18 +628,18 @@ CLAIMS = [
           figures=("accuracy",), measure=binding),
     Claim("C1", "Modular addition is learned first: 0-var accuracy is near perfect before binding",
           "phase 1 (0-var ≈ 100 % long before step 5,300)",
-          f"addition step < binding step and 0-var held-out ≥ {C1_ZERO_VAR_HELDOUT_BEFORE_BINDING:.0%} at the "
+          f"addition step < binding step and 0-var held-out ≥ {CUT_VALUES['C1_ZERO_VAR_HELDOUT_BEFORE_BINDING']:.0%} at the "
           "evaluation before binding",
           figures=("accuracy",), measure=c1),
     Claim("C1b", "Addition is learned independently of binding: it does not run through the binding circuit",
           "phase 1 ('independently')",
           f"at the first checkpoint from the addition step, the last before binding and the last: with the layer-1 "
           f"head or the layer-2 routing ablated (mean and resample, within the set), 0-var held-out ≥ "
-          f"{C12_ZERO_VAR_KEPT:.0%}, wherever it is ≥ {C12_ZERO_VAR_KEPT:.0%} unablated",
+          f"{CUT_VALUES['C12_ZERO_VAR_KEPT']:.0%}, wherever it is ≥ {CUT_VALUES['C12_ZERO_VAR_KEPT']:.0%} unablated",
           figures=(), measure=c1b),
     Claim("C2a", "A sharp spike in accuracy on variable sequences", "1-var held-out 59 % → 96 % between steps 5,301 "
           "and 5,401", f"the largest rise of {AC.BINDING_SET} over a {spike.SPIKE_INTERVAL}-step interval (the finest "
-          f"spacing every source has around its spike) ≥ {C2_MIN_RISE:.0%}; the rise / (1 − accuracy before) beside it",
+          f"spacing every source has around its spike) ≥ {CUT_VALUES['C2_MIN_RISE']:.0%}; the rise / (1 − accuracy before) beside it",
           figures=("spike", "accuracy"), measure=c2a),
     Claim("C2b", "The routing circuit appears with the spike", "(the paper's account of the spike)",
           f"= → left, = → right (layer 1) and layer-2 routing onto the summands each change most, over equal "
@@ -679,7 +655,7 @@ CLAIMS = [
     Claim("C3", "A later refinement phase fixes variables in forbidden positions",
           "steps 14,500–16,000 (`b` as right operand 5 % → 99 %)",
           f"at least one restricted (variable, side) curve, e.g. `b` as right operand, is ≤ "
-          f"{C3_FORBIDDEN_AT_BINDING:.0%} at every evaluation from the binding step to "
+          f"{CUT_VALUES['C3_FORBIDDEN_AT_BINDING']:.0%} at every evaluation from the binding step to "
           f"{CUT_VALUES['C3_PLATEAU_STEPS']:,.0f} steps after it (a plateau) and reaches {AC.REFINEMENT_ACC:.0%} later",
           figures=("refinement",), measure=c3),
     Claim("C3b", "Refinement fixes routing: the later phase repairs where layer 2 attends for the restricted positions",
@@ -689,69 +665,69 @@ CLAIMS = [
           "the interval holding the jump or one next to it",
           figures=("restricted_routing", "refinement"), measure=c3b),
     Claim("C4", "Position generalisation: trained on `14+b`, correct on `b+14`", "≈ 100 % on forbidden positions",
-          f"final accuracy ≥ {C4_FORBIDDEN_FINAL:.0%} on every forbidden-position set",
+          f"final accuracy ≥ {CUT_VALUES['C4_FORBIDDEN_FINAL']:.0%} on every forbidden-position set",
           figures=("refinement",), measure=c4),
     Claim("C5", "OOD generalisation to addition pairs never seen in any form", "99.4 % on the 1,045 held-out pairs",
-          f"final accuracy on the exhaustive 0-var held-out set ≥ {C5_HELDOUT_FINAL:.0%}",
+          f"final accuracy on the exhaustive 0-var held-out set ≥ {CUT_VALUES['C5_HELDOUT_FINAL']:.0%}",
           figures=("accuracy",), measure=c5),
     Claim("C5b", "OOD generalisation in 1-var form: held-out pairs with one operand a variable",
           "(printed in the paper's held-out evaluation)",
-          f"final accuracy on the curated 1-var held-out set ≥ {C5_HELDOUT_FINAL:.0%} (C5's cut)",
+          f"final accuracy on the curated 1-var held-out set ≥ {CUT_VALUES['C5_HELDOUT_FINAL']:.0%} (C5's cut)",
           figures=("accuracy",), measure=c5b),
     Claim("C5c", "OOD generalisation in 2-var form: held-out pairs with both operands variables",
           "(printed in the paper's held-out evaluation)",
-          f"final accuracy on the curated 2-var held-out set ≥ {C5_HELDOUT_FINAL:.0%} (C5's cut)",
+          f"final accuracy on the curated 2-var held-out set ≥ {CUT_VALUES['C5_HELDOUT_FINAL']:.0%} (C5's cut)",
           figures=("accuracy",), measure=c5c),
     Claim("C6", "Generalising to unseen pairs needs f ≈ 0.25 of all pairs in training", "threshold f ≈ 0.25",
-          f"f sweep: the smallest f from which the monotone fit of 0-var held-out accuracy stays ≥ {SWEEP_LEVEL:.0%}; "
+          f"f sweep: the smallest f from which the monotone fit of 0-var held-out accuracy stays ≥ {CUT_VALUES['SWEEP_THRESHOLD_ACC']:.0%}; "
           "its bootstrap "
-          f"interval overlaps 0.25 ± {C6_C7_TOLERANCE:g} and is at most {CUT_VALUES['C6_C7_MAX_WIDTH']:g} wide (else "
+          f"interval overlaps 0.25 ± {CUT_VALUES['C6_C7_TOLERANCE']:g} and is at most {CUT_VALUES['C6_C7_MAX_WIDTH']:g} wide (else "
           "'not resolved'); the convergence flag beside it",
           figures=(), measure=c6),
     Claim("C7", "Generalising on 2-var sequences needs r ≈ 0.2 of 2-var data", "threshold r ≈ 0.2",
           "r sweep: the smallest r (the kept fraction of 2-var rows, as the paper's 'r ≈ 0.2') from which the monotone "
-          f"fit of 2-var union accuracy stays ≥ {SWEEP_LEVEL:.0%}; its bootstrap interval overlaps 0.2 ± {C6_C7_TOLERANCE:g} "
+          f"fit of 2-var union accuracy stays ≥ {CUT_VALUES['SWEEP_THRESHOLD_ACC']:.0%}; its bootstrap interval overlaps 0.2 ± {CUT_VALUES['C6_C7_TOLERANCE']:g} "
           f"and is at most {CUT_VALUES['C6_C7_MAX_WIDTH']:g} wide (else 'not resolved'); the convergence flag beside it",
           figures=(), measure=c7),
     Claim("C8", "Residuals before the layer-2 MLP are nearly identical for variable and constant forms",
           "cosine ≈ 1",
-          f"raw matched cosine ≥ {C8_MATCHED} on training and on held-out pairs; centred matched cosine at least "
-          f"{C8_GAP} above both nulls (shuffled pairs; same prefix, other sum) on both; and the 1-/2-var MLP₂ "
-          f"pre-activation grids correlate ≥ {C8_GRID_CORR} with the 0-var grid",
+          f"raw matched cosine ≥ {CUT_VALUES['C8_MATCHED']} on training and on held-out pairs; centred matched cosine at least "
+          f"{CUT_VALUES['C8_GAP']} above both nulls (shuffled pairs; same prefix, other sum) on both; and the 1-/2-var MLP₂ "
+          f"pre-activation grids correlate ≥ {CUT_VALUES['C8_GRID_CORR']} with the 0-var grid",
           figures=("cosine_hist", "cosine_by_step", "patching"), measure=c8),
     Claim("C9", "Layer-2 MLP pre-activations have the form cos(2πkn/N + α) + cos(2πkm/N + β)",
           "key frequencies {9, 17, 18, 19, 21, 25}",
           f"the share of frequency neurons (one k explains > {AC.FOURIER_NEURON_FVE:.0%} of a neuron's variance over "
-          f"the N × N grid) exceeds the initial weights' share by ≥ {C9_FREQUENCY_NEURON_SHARE:.0%} of the neurons",
+          f"the N × N grid) exceeds the initial weights' share by ≥ {CUT_VALUES['C9_FREQUENCY_NEURON_SHARE']:.0%} of the neurons",
           figures=("fourier_spectrum", "fourier_neurons", "fourier_neuron"), measure=c9),
     Claim("C10", "Layer-1 is a previous-token head for values; layer-2 QK is an identity over variables",
           "previous-token head; strong QK₂ diagonal",
-          f"final: value tokens' top key is their variable in ≥ {C10_PREV_TOKEN:.0%}, QK₂ through OV₁ has its "
-          f"row maximum on the diagonal for ≥ {C10_QK_IDENTITY:.0%} of variables, and the final = routes (its top two "
+          f"final: value tokens' top key is their variable in ≥ {CUT_VALUES['C10_PREV_TOKEN']:.0%}, QK₂ through OV₁ has its "
+          f"row maximum on the diagonal for ≥ {CUT_VALUES['C10_QK_IDENTITY']:.0%} of variables, and the final = routes (its top two "
           f"layer-2 keys are the two summands' value tokens) in ≥ {CUT_VALUES['C10_ROUTING']:.0%} of sequences",
           figures=("weights", "qk2", "probes"), measure=c10),
     Claim("C11", "The negative gradient on QK₂ forms associative-memory (identity) blocks", "theory",
           f"at the checkpoints before binding where the theory's preconditions hold (previous-token argmax ≥ "
           f"{PREV_TOKEN_MIN:.0%}; 1-var sequences whose = attends more to the variable operand), −∇QK₂ in the "
-          f"variable basis has diagonal mean > off-diagonal mean at ≥ {C11_DIAG_SHARE:.0%} of them and mean "
-          f"correlation with the final QK₂ ≥ {C11_CORR} and above the 95th percentile of the same correlation with the "
+          f"variable basis has diagonal mean > off-diagonal mean at ≥ {CUT_VALUES['C11_DIAG_SHARE']:.0%} of them and mean "
+          f"correlation with the final QK₂ ≥ {CUT_VALUES['C11_CORR']} and above the 95th percentile of the same correlation with the "
           "variables' labels permuted (means over 3 disjoint samples); the verdict is about the theory's setting",
           figures=("gradients_theory", "gradients", "gradient_matrix"), measure=c11),
     Claim("C12", "Generalisation comes from composing the two circuits", "the paper's title claim",
           f"final model, each ablation by the set's mean and by another sequence's activation: without the layer-1 "
           f"head, and without the layer-2 routing, 1-/2-var held-out ≤ binding-free chance (values picked at random "
-          f"from the sequence's assignments) + {C12_NEAR_CHANCE:g} while 0-var held-out ≥ {C12_ZERO_VAR_KEPT:.0%}; "
+          f"from the sequence's assignments) + {CUT_VALUES['C12_NEAR_CHANCE']:g} while 0-var held-out ≥ {CUT_VALUES['C12_ZERO_VAR_KEPT']:.0%}; "
           f"without the layer-2 head's output, and without MLP₂'s frequency neurons, every held-out set ≤ 1/N + "
-          f"{C12_NEAR_CHANCE:g}; the null, as many random other MLP₂ neurons, keeps 0-var held-out ≥ "
-          f"{C12_ZERO_VAR_KEPT:.0%}",
+          f"{CUT_VALUES['C12_NEAR_CHANCE']:g}; the null, as many random other MLP₂ neurons, keeps 0-var held-out ≥ "
+          f"{CUT_VALUES['C12_ZERO_VAR_KEPT']:.0%}",
           figures=("ablations",), measure=c12),
     Claim("C13", "Layer-2 OV plus MLP₂ is the adder: the residual before MLP₂ carries the sum in any form",
           "the composition argument",
           f"final model: the residual at = before MLP₂ interchanged with another sequence's other form (constant → "
           f"variable and variable → constant, 1- and 2-var held-out) makes the answer the patched-in sum in ≥ "
-          f"{C13_FOLLOW:.0%} of pairs with different sums; ablating its components at the key frequencies takes 0-var "
-          f"held-out ≤ 1/N + {C12_NEAR_CHANCE:g}, as many random other frequencies (their directions less what they "
-          f"share with the key frequencies') keep it ≥ {C12_ZERO_VAR_KEPT:.0%}; the "
+          f"{CUT_VALUES['C13_FOLLOW']:.0%} of pairs with different sums; ablating its components at the key frequencies takes 0-var "
+          f"held-out ≤ 1/N + {CUT_VALUES['C12_NEAR_CHANCE']:g}, as many random other frequencies (their directions less what they "
+          f"share with the key frequencies') keep it ≥ {CUT_VALUES['C12_ZERO_VAR_KEPT']:.0%}; the "
           "same interchange before binding and before the layer-2 head shown as nulls",
           figures=("patching",), measure=c13),
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from assign_add.sweep.spec import LEVEL
+from assign_add.sweep.spec import THRESHOLD_ACC as LEVEL  # the criterion code reads LEVEL
 from assign_add.report.verdicts import FAILS, HOLDS, NOT_CONVERGED, NOT_MEASURED, NOT_RESOLVED, ClaimResult
 
 

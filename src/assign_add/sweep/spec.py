@@ -16,9 +16,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 
 from assign_add import config as config_mod
+from assign_add.analysis.criteria import VALUES
 from assign_add.config import ConfigError, RunConfig, preset
 
-LEVEL = 0.9  # the threshold is where the score reaches this accuracy
+THRESHOLD_ACC = VALUES["SWEEP_THRESHOLD_ACC"]  # the threshold is where the score reaches this accuracy
 
 
 def _grid(first: float, last: float, n: int) -> list[float]:

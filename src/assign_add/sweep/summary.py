@@ -19,7 +19,7 @@ from assign_add.analysis.criteria import BINDING_ACC, BINDING_SET
 from assign_add.config import ConfigError
 from assign_add.io import atomic_write_json, atomic_write_text
 from assign_add.run import RunDir
-from assign_add.sweep.spec import LEVEL, SweepSpec
+from assign_add.sweep.spec import THRESHOLD_ACC, SweepSpec
 from assign_add.sweep.threshold import estimate_threshold, logistic
 from assign_add.task.generator import training_type_probs
 
@@ -105,7 +105,7 @@ def summarize(spec: SweepSpec, root: Path) -> dict:
     for (v, s), p in points.items():
         if p is not None:
             grid[spec.seeds.index(s), spec.values.index(v)] = p.score
-    thr = estimate_threshold(np.asarray(spec.values), grid, level=LEVEL).to_json()
+    thr = estimate_threshold(np.asarray(spec.values), grid, level=THRESHOLD_ACC).to_json()
     # the same threshold read at other levels, so a verdict does not hang on the choice of 90 %
     by_level = {f"{lv:g}": estimate_threshold(np.asarray(spec.values), grid, level=lv, n_boot=200).to_json()
                 for lv in LEVELS}
@@ -130,7 +130,7 @@ def near_values(rows: list[dict], estimate: float | None) -> list[float]:
     done = [r for r in rows if r["mean"] is not None]
     below = [r["value"] for r in done if (estimate is None or r["value"] < estimate)]
     if estimate is None:
-        below = [r["value"] for r in done if r["mean"] < LEVEL]
+        below = [r["value"] for r in done if r["mean"] < THRESHOLD_ACC]
     return sorted(below)[-NEAR_POINTS:]
 
 
