@@ -191,7 +191,7 @@ FLIPS: list[tuple[str, str, Callable[[dict], None], set[str]]] = [
     ("C3", "forbidden positions rise with binding: no later phase", lambda ev: ev["acc"].update(
         {k: [0.05 if s < 1600 else 0.7 if s == 1600 else 0.99 for s in STEPS] for k in FORBIDDEN}),
      {"C3b"}),  # no later phase: C3b has no refinement whose routing it could read ("not measured")
-    ("C3b", "routing on the restricted sets is fixed with binding, not with their later jump",
+    ("C3b", "routing on the restricted sets is fixed before binding's interval and never moves after it",
      _set(("restricted_routing",), {c: 0.1 if c < 1000 else 0.95 for c in CHECKPOINTS}), set()),
     ("C4", "one forbidden set is solved, then falls to 50 % by the end",
      _set(("acc", "1var_b_right"), solved_then_lost()), set()),
@@ -542,6 +542,39 @@ def test_c13_shows_its_verdict_under_the_null_as_first_written():
     ev = raw_evidence()
     del ev["circuits"]["adder"]["frequencies"]["random_orthogonal"]  # an analysis from before the change
     assert evaluate_claims(build(ev))["C13"].verdict == FAILS
+
+
+def test_c3b_routing_fixed_with_binding_fails_now_and_held_before_the_change():
+    """Routing that moves most in binding's own interval, next to the curve's jump: a counterexample under
+    the rule with C3B_APART_FROM_BINDING, a pass under the rule as first written (shown beside it)."""
+    ev = raw_evidence()
+    ev["restricted_routing"] = {c: 0.1 if c < 1600 else 0.95 for c in CHECKPOINTS}
+    res = evaluate_claims(build(ev))["C3b"]
+    assert res.verdict == FAILS and "routing moved most in binding's interval" in res.reason
+    assert "holds without C3B_APART_FROM_BINDING" in res.under_previous
+
+
+def test_c3b_jump_inside_bindings_interval_is_not_judged():
+    """Binding at 1,100 and the restricted curves fixed at 1,700, both in the 1,000-2,000 interval:
+    refinement and binding cannot be told apart there, so C3b measures nothing (never a counterexample)."""
+    ev = raw_evidence()
+    for name in ("1var_train", "1var_heldout"):
+        ev["acc"][name] = step_curve(0.5, 0.99, 1100)
+    ev["acc"].update({k: step_curve(0.05, 0.99, 1700) for k in FORBIDDEN})
+    a = build(ev)
+    assert a["dynamics"]["phases"]["binding"] == 1100
+    res = evaluate_claims(a)["C3b"]
+    assert res.verdict == NOT_MEASURED and "not apart" in res.reason
+
+
+def test_c1b_needs_a_judged_checkpoint_before_binding():
+    """0-var held-out below the cut at the addition step and before binding: the end alone does not decide
+    whether addition runs without the binding circuit ("not measured", not "holds")."""
+    ev = raw_evidence()
+    for label in ("addition", "before_binding"):
+        ev["circuits"]["independence"][label]["baseline"] = 0.5
+    res = evaluate_claims(build(ev))["C1b"]
+    assert res.verdict == NOT_MEASURED and "before binding" in res.reason
 
 
 def test_c3b_without_grid_checkpoints_around_a_jump_is_not_measured():

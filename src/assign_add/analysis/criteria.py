@@ -67,6 +67,12 @@ CUTS: dict[str, Cut] = {
     "C3_PLATEAU_STEPS": Cut(500, "the spike is over within 100-200 steps in every run seen (SPEC section 4): a "
                             "curve still unsolved 500 steps after it waits for a later phase"),
     "REFINEMENT_ACC": Cut(0.90, "the same level as binding", "level"),
+    "C3B_APART_FROM_BINDING": Cut(
+        1.0, "a curve's routing must change most with its own jump, not in the interval that holds binding; a jump in "
+        "binding's own interval is not judged", "switch", previous=0.0,
+        why_changed="changed after the released run was seen: its a and l curves passed only through the interval "
+        "next to their jump, which was binding's (5,001-6,001), so the rule as first written could not tell routing "
+        "fixed at binding from routing fixed by refinement"),
     "C4_FORBIDDEN_FINAL": Cut(0.95, "the paper's '≈ 100 %' on forbidden positions, less 5 points", "level"),
     "C5_HELDOUT_FINAL": Cut(0.98, "the paper's 99.4 % less 1.4 points: 6 binomial standard errors (0.24 points) on "
                             "the 1,045 held-out pairs, room for another seed's draw", "level"),

@@ -9,6 +9,8 @@ are missing is "not measured", with the reason.  Every cut is stated once, with 
 
 from __future__ import annotations
 
+import math
+
 import re
 from dataclasses import dataclass
 from typing import Callable, Mapping
@@ -284,7 +286,9 @@ def c3b(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     """Refinement fixes routing: for every restricted curve that C3 finds fixed in a later jump, layer-2
     routing onto the summands on that curve's own sequences changes most, over equal 1,000-step intervals
     from the binding step on (the grid every source has, as C2b), in the interval holding the jump or
-    one next to it.  Nothing to judge where C3 found no later jump."""
+    one next to it, and not in the interval holding binding; a jump in binding's own interval is not
+    judged (C3B_APART_FROM_BINDING; before it, the interval holding binding counted as "next to" a jump
+    after it).  Nothing to judge where C3 found no later jump."""
     if "dynamics" not in a:
         return _missing("C3b", "dynamics")
     d, p = a["dynamics"], a["dynamics"]["phases"]
@@ -302,22 +306,37 @@ def c3b(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if not jumps:
         return ClaimResult("C3b", None, c3_result.detail, NOT_MEASURED, "no restricted curve is fixed in a later phase "
                            "(C3): no refinement whose routing could be read")
-    changes, parts = {}, []
+    apart = k["C3B_APART_FROM_BINDING"] >= 0.5
+    changes, parts, inseparable, with_binding = {}, [], [], []
     for name, step in jumps.items():
         steps = sorted(int(s) for s in by if by[s].get(name) is not None)
-        g = spike.grid_change(name, steps, [by[str(s)][name] for s in steps], step, p["binding"])
+        values = [by[str(s)][name] for s in steps]
+        g = spike.grid_change(name, steps, values, step, p["binding"])
+        binding_end = spike.grid_change(name, steps, values, p["binding"], p["binding"]).binding_end
         changes[name] = g
         where = (f"routing fastest over {g.fastest_end - spike.GRID_EVERY:,}–{g.fastest_end:,} ({g.change:+.2f})"
                  if g.fastest_end is not None else f"no {spike.GRID_EVERY:,}-step interval around it")
         parts.append(f"{name}: fixed at {step:,}, {where}")
+        if apart and g.fastest_end is not None and g.binding_end == binding_end:
+            inseparable.append(name)  # the jump lies in binding's own interval: the two cannot be told apart
+        elif apart and g.fastest_end is not None and g.fastest_end == binding_end:
+            with_binding.append(name)  # routing moved most with binding, not with the curve's jump
     unread = [n for n, g in changes.items() if g.fastest_end is None]
     if unread:  # checkpoints too sparse to read the grid around a jump: nothing measured, no counterexample
         return ClaimResult("C3b", None, "; ".join(parts), NOT_MEASURED,
                            f"no {spike.GRID_EVERY:,}-step checkpoint interval around the jump of {', '.join(unread)}")
-    missed = [n for n, g in changes.items() if not g.at_spike]
-    share = 1 - len(missed) / len(changes)
-    return ClaimResult("C3b", share, "; ".join(parts), _verdict(not missed),
-                       f"routing did not jump with the curve: {', '.join(missed)}" if missed else "")
+    judged = {n: g for n, g in changes.items() if n not in inseparable}
+    if not judged:
+        return ClaimResult("C3b", None, "; ".join(parts), NOT_MEASURED, "every later jump lies in the "
+                           f"{spike.GRID_EVERY:,}-step interval that holds binding: refinement and binding not apart")
+    missed = [n for n, g in judged.items() if not g.at_spike or n in with_binding]
+    share = 1 - len(missed) / len(judged)
+    reason = (f"routing did not jump with the curve: {', '.join(missed)}" if missed else "")
+    if with_binding:
+        reason += f" (routing moved most in binding's interval: {', '.join(with_binding)})"
+    if inseparable:
+        reason += f"{'; ' if reason else ''}not judged, jump in binding's interval: {', '.join(inseparable)}"
+    return ClaimResult("C3b", share, "; ".join(parts), _verdict(not missed), reason)
 
 
 def c4(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
@@ -537,6 +556,11 @@ def c1b(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
     if not judged:
         return ClaimResult("C1b", None, detail, not_finished_verdict(last_step(a)),
                            f"0-var held-out never reached {keep:.0%} at the checkpoints read")
+    # the claim is about addition before binding: the end alone counts only in a run that never bound
+    before = {"addition", "before_binding"} | ({"end"} if "before_binding" not in circ["independence"] else set())
+    if not set(judged) & before:
+        return ClaimResult("C1b", None, detail, NOT_MEASURED,
+                           f"0-var held-out below {keep:.0%} at every checkpoint read before binding")
     worst = min(judged.values())
     return ClaimResult("C1b", float(worst), detail, _verdict(worst >= keep))
 
@@ -591,7 +615,7 @@ def c13(a: dict, k: Cuts = CUT_VALUES) -> ClaimResult:
         return _missing("C13", "the causal circuits analysis")
     adder, margin, keep, follow = circ["adder"], k["C12_NEAR_CHANCE"], k["C12_ZERO_VAR_KEPT"], k["C13_FOLLOW"]
     rates = {f"{n} {d}": r["follows_source"] for n, dirs in adder["interchange"].items() for d, r in dirs.items()}
-    if not rates or any(v is None for v in rates.values()):
+    if not rates or any(v is None or not math.isfinite(v) for v in rates.values()):
         return _missing("C13", "interchanges on variable-form held-out sets")
     freq, chance = adder["frequencies"], 1.0 / circ["modulus"]
     key = [freq["key"][m] for m in ("mean", "resample")]
@@ -662,7 +686,8 @@ CLAIMS = [
           "(the paper's account of refinement)",
           f"for every restricted curve fixed in a later jump (C3), layer-2 routing onto the summands on that curve's "
           f"own sequences changes most, over equal {spike.GRID_EVERY:,}-step intervals from the binding step on, in "
-          "the interval holding the jump or one next to it",
+          "the interval holding the jump or one next to it, but not in the interval holding binding (a jump in binding's "
+          "own interval is not judged)",
           figures=("restricted_routing", "refinement"), measure=c3b),
     Claim("C4", "Position generalisation: trained on `14+b`, correct on `b+14`", "≈ 100 % on forbidden positions",
           f"final accuracy ≥ {CUT_VALUES['C4_FORBIDDEN_FINAL']:.0%} on every forbidden-position set",
