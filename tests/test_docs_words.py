@@ -14,6 +14,7 @@ REPO = Path(__file__).resolve().parents[1]
 FORBIDDEN = [
     re.compile(r"\bsessions?\b", re.IGNORECASE),
     re.compile(r"\bissue\s+#?\d+", re.IGNORECASE),
+    re.compile(r"\b(the|this|an?) issue('s)?\b|\bissue's\b", re.IGNORECASE),
     re.compile(r"\bstop\s+\d+", re.IGNORECASE),
     re.compile(r"`device` tool", re.IGNORECASE),
     re.compile(r"\bdevice tool\b", re.IGNORECASE),

@@ -149,8 +149,17 @@ HISTORY: dict[str, list[Change]] = {
                    "(the released checkpoints included)", "no", "a77a895336527b83"),
             Change("2026-12-07", "601f906", "a jump with no 1,000-step checkpoint interval around it is 'not measured' (was: "
                    "does not hold)", "yes: a --quick run's analysis of 12 released checkpoints, whose grid has no such "
-                   "intervals, read 'does not hold'", "93f46eaf6e1061ff")],
-    "C1b": [Change(*CAUSAL_WRITTEN, "df4b9fe1df8bf9dc")],
+                   "intervals, read 'does not hold'", "93f46eaf6e1061ff"),
+            Change("2026-12-07", "a4eb5df", "routing that changes most in the interval holding binding no longer counts "
+                   "as 'next to' a later jump (a counterexample now), and a jump inside binding's own interval is not "
+                   "judged (switch cut C3B_APART_FROM_BINDING keeps the verdict under the rule as first written)",
+                   "yes: on the released run the a and l curves passed only through binding's interval (5,001-6,001), "
+                   "next to their jumps", "2cb04c5214b5cbf9")],
+    "C1b": [Change(*CAUSAL_WRITTEN, "df4b9fe1df8bf9dc"),
+            Change("2026-12-07", "a4eb5df", "a run needs a judged checkpoint before binding (the addition step or the "
+                   "last before binding; the end only where the run never bound), else 'not measured' (was: judged on "
+                   "the end alone)", "yes: the released run's verdict, which the change does not move (5,301 is judged)",
+                   "a2780db3476385d4")],
     "C5b": [Change(*CAUSAL_WRITTEN, "98d02bb0fb61c73b")],
     "C5c": [Change(*CAUSAL_WRITTEN, "f904aa73b2d308b9")],
     "C12": [Change(*CAUSAL_WRITTEN, "07d9abb37b05b6fd")],
@@ -158,7 +167,10 @@ HISTORY: dict[str, list[Change]] = {
             Change("2026-12-07", "f9f0b1e", "the random-frequency null removes only its directions' part orthogonal to "
                    "the key frequencies' directions (C13_NULL_ORTHOGONAL keeps the verdict under the null as first "
                    "written)", "yes: on the released run the first null took 0-var held-out to 0.01, as the key "
-                   "frequencies did", "6faec58eee7ff0b2")],
+                   "frequencies did", "6faec58eee7ff0b2"),
+            Change("2026-12-07", "a4eb5df", "a non-finite interchange rate (no pair with different sums) is 'not "
+                   "measured' (it counted as a pass)", "yes: the released run's verdict, which the change does not move",
+                   "5da140c47e86c49a")],
 }
 
 

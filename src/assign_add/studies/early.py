@@ -1,8 +1,7 @@
 """Does anything measured early in training say whether a seed will bind?
 
-The early measures of one run (:func:`early_measures`) are read at step ``EARLY_STEP`` (1,500, the
-issue's "before step 1,500" taken as *up to and including* it: no run of ours has bound before
-step 2,000): the accuracies and losses the run logged, the progress measures of
+The early measures of one run (:func:`early_measures`) are read at step ``EARLY_STEP`` (1,500, "before
+step 1,500" taken as *up to and including* it: no run of ours has bound before step 2,000): the accuracies and losses the run logged, the progress measures of
 :mod:`assign_add.analysis.spike` that the paper's C2 ties to binding (layer-1 previous-token
 attention, the = query's split between the operands, layer-2 routing, the QK identity through OV₁,
 the positional previous-token match), and the parameter norm at initialisation and at
@@ -43,7 +42,7 @@ FEATURES: dict[str, str] = {
 }
 
 # the second test, fixed before any LLC was measured on these runs: the LLC alone at the early step
-# (the issue lists it beside the progress measures; it is slow, ~1 min per run, so it is optional)
+# (a measure beside the progress measures; it is slow, ~1 min per run, so it is optional)
 LLC_FEATURES: dict[str, str] = {"llc": "local learning coefficient (the llc command's default settings)"}
 
 
