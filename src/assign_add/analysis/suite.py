@@ -34,14 +34,24 @@ Progress = Callable[[str, int, int], None]
 __all__ = ["ANALYSES", "analyze", "measure", "inputs_key", "is_current", "load_analysis", "probe_batch"]
 
 
+# The package's code an analysis runs: the analyses, the model, the task, evaluation and the run folder.
+# The report, the CLI, the studies, sweeps and the rest read analyses but do not compute them, so a change
+# there does not make a saved analysis stale.
+ANALYSIS_CODE = ("analysis", "model", "task", "train", "config.py", "run.py", "io.py", "lock.py", "charts.py",
+                 "stats.py", "provenance.py", "__init__.py")
+
+
 @functools.cache
 def code_digest() -> str:
-    """SHA-256 of the package's own source files: an analysis computed by other code is not reused
-    (a development checkout changes code without changing the version)."""
+    """SHA-256 of the source files an analysis runs (:data:`ANALYSIS_CODE`): an analysis computed by other
+    code is not reused (a development checkout changes code without changing the version)."""
     root = Path(assign_add.__file__).parent
     h = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
-        h.update(str(path.relative_to(root)).encode())
+        rel = path.relative_to(root)
+        if rel.parts[0] not in ANALYSIS_CODE:
+            continue
+        h.update(str(rel).encode())
         h.update(path.read_bytes())
     return h.hexdigest()
 
