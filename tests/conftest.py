@@ -38,7 +38,7 @@ def small_paper_cfg(*overrides: str) -> RunConfig:
 @pytest.fixture(scope="session")
 def released_run(tmp_path_factory):
     """All of the authors' released checkpoints, imported once per test session (read-only use)."""
-    from assign_add.paper import import_paper
+    from assign_add.interop.paper import import_paper
 
     return import_paper([artifacts_or_skip() / "checkpoints"], tmp_path_factory.mktemp("released-all") / "run")
 

@@ -141,7 +141,7 @@ def test_branches_command_runs_resumes_and_reports(parent, tmp_path):
     md = (tmp_path / "x" / "branches.md").read_text().splitlines()
     assert md[0].startswith("`assign-add branches") and md[2] == "4 of 4 branches finished." and len(md) == 6 + 2 \
         and md[6].startswith("| parent | 0 |")
-    state = tmp_path / "x" / "parent" / "states" / "step00060.safetensors"
+    state = tmp_path / "x" / "parent" / "states" / "step_000060.safetensors"
     mtime = state.stat().st_mtime_ns
     again = CliRunner().invoke(app, args)
     assert again.exit_code == 0 and json.loads((tmp_path / "x" / "branches.json").read_text())["rows"] == summary["rows"]

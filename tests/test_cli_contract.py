@@ -70,7 +70,7 @@ def required(p: inspect.Parameter) -> bool:
 def valid(tmp_path_factory) -> dict[str, Path]:
     """A tiny trained run, its exported folder, and a folder with one importable ``.pth``."""
     from assign_add.config import resolve
-    from assign_add.export import export_run
+    from assign_add.interop.export import export_run
     from assign_add.run import RunDir
     from assign_add.train.trainer import train
 
@@ -80,7 +80,7 @@ def valid(tmp_path_factory) -> dict[str, Path]:
     export_run(RunDir(root / "run"), root / "exported")
     pth = root / "pth"
     pth.mkdir()
-    from assign_add.paper import authors_config
+    from assign_add.interop.paper import authors_config
     from assign_add.model.hooked import AssignAddTransformer
 
     torch.save(AssignAddTransformer.from_config(authors_config().model, authors_config().task, seed=0).state_dict(),

@@ -5,6 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from assign_add import config as C
+from assign_add import machine as M
 from assign_add.config import ConfigError
 
 
@@ -84,18 +85,18 @@ def test_override_values_are_coerced_to_field_types(f, steps, mod):
     ],
 )
 def test_auto_precision_chooses_bf16_only_where_it_was_measured_to_pay(compiled, on_cuda, flags, expected):
-    assert C.auto_precision(compiled, on_cuda, frozenset(flags)) == expected
+    assert M.auto_precision(compiled, on_cuda, frozenset(flags)) == expected
 
 
 def test_validate_settles_auto_and_keeps_an_explicit_precision():
     cpu = ["train.device=cpu"]
     eager = C.resolve("paper", overrides=cpu)
-    compiled = C.resolve("paper", overrides=[*cpu, "train.compile=true"]) if C.has_c_compiler() else None
+    compiled = C.resolve("paper", overrides=[*cpu, "train.compile=true"]) if M.has_c_compiler() else None
     assert eager.train.precision == "fp32"
     if compiled is not None:
-        assert compiled.train.precision == C.auto_precision(True, False, C.cpu_flags())
+        assert compiled.train.precision == M.auto_precision(True, False, M.cpu_flags())
     assert C.resolve("paper", overrides=[*cpu, "train.precision=bf16"]).train.precision == "bf16"
     assert C.resolve("paper", overrides=[*cpu, "train.compile=true", "train.precision=fp32"]
-                     if C.has_c_compiler() else cpu).train.precision == "fp32"
+                     if M.has_c_compiler() else cpu).train.precision == "fp32"
     with pytest.raises(ConfigError, match="^train.precision:"):
         C.resolve("paper", overrides=["train.precision=fp16"])

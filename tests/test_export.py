@@ -9,7 +9,8 @@ import sys
 import pytest
 import torch
 
-from assign_add.export import export_run, import_export
+from assign_add.interop.export import export_run, import_export
+from assign_add.report.card import claim_rows, phase_rows
 from assign_add.run import RunDir, RunError
 from assign_add.task.generator import Sampler
 from assign_add.train.trainer import train
@@ -26,7 +27,7 @@ def short_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_export_then_import_gives_the_same_logits_at_every_step(short_run, tmp_path):
-    folder = export_run(short_run, tmp_path / "hub")
+    folder = export_run(short_run, tmp_path / "hub", phases=phase_rows(short_run))
     steps = short_run.checkpoint_steps()
     assert sorted(p.name for p in (folder / "checkpoints").iterdir()) == sorted(f"step{s}" for s in steps)
     meta = json.loads((folder / "config.json").read_text())
@@ -70,7 +71,7 @@ def test_the_model_card_states_the_claims_and_where_the_weights_came_from(short_
     analysed = RunDir(tmp_path / "analysed")
     shutil.copytree(short_run.root, analysed.root)
     (analysed.root / "analysis.json").write_text("{}")  # an analysis that measured nothing
-    card = (export_run(analysed, tmp_path / "hub") / "README.md").read_text()
+    card = (export_run(analysed, tmp_path / "hub", claims=claim_rows(analysed)) / "README.md").read_text()
     assert "| C5 | " in card and "| not measured |" in card, "every claim's verdict, as evaluate_claims gives it"
     released = (export_run(released_run, tmp_path / "released") / "README.md").read_text()
     assert "imported from the authors' released checkpoints" in released

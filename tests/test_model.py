@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformer_lens import ActivationCache, FactoredMatrix
 
-from assign_add.model.straightforward import StraightforwardTransformer
+from assign_add.model.baseline import BaselineTransformer
 from assign_add.config import ModelConfig, preset
 from assign_add.model import AssignAddTransformer, answer_loss, fast_answer_logits
 from assign_add.task.generator import Sampler
@@ -200,7 +200,7 @@ def test_straightforward_baseline_computes_the_same_function(act_fn):
     cfg = preset("paper")
     cfg.model.act_fn = act_fn
     model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=2)
-    naive = StraightforwardTransformer(model.cfg).load_from(model)
+    naive = BaselineTransformer(model.cfg).load_from(model)
     tokens = torch.as_tensor(Sampler(cfg.task, 0).batch(0, 64).tokens)
     assert _rel(naive(tokens), model(tokens)) < 1e-5
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from assign_add.paper import import_paper
+from assign_add.interop.paper import import_paper
 from assign_add.run import RunError
 from assign_add.train.checkpoint_eval import evaluate_checkpoints
 

@@ -90,7 +90,7 @@ def test_survival_end_to_end_and_resume(tmp_path):
     assert s["rows"][0]["early"] != s["rows"][1]["early"], "two seeds, two trainings"
     assert json.loads((tmp_path / "survival.json").read_text())["finished"] == 2
     assert (tmp_path / "survival.md").read_text().splitlines()[2] == "2 of 2 seeds finished."
-    from assign_add.config import auto_precision, cpu_flags, has_c_compiler
+    from assign_add.machine import auto_precision, cpu_flags, has_c_compiler
 
     cc = has_c_compiler()
     assert s["training"] == {"compile": cc, "precision": auto_precision(cc, False, cpu_flags())}, "compiled by default"

@@ -149,7 +149,7 @@ def test_compiled_training_matches_eager(tmp_path):
 def test_compiled_auto_precision_run_is_recorded_settled_and_reproducible(tmp_path):
     """``train.precision=auto`` is written to config.toml as what it chose on this machine, and the same seed
     twice gives the same weights, bit for bit (same machine, one thread) in that precision too."""
-    from assign_add.config import auto_precision, cpu_flags, has_c_compiler
+    from assign_add.machine import auto_precision, cpu_flags, has_c_compiler
 
     if not has_c_compiler():
         pytest.skip("torch.compile on a CPU needs a C compiler")

@@ -22,7 +22,7 @@ _EXPORTS = {
     "analyze": "assign_add.analysis.suite",
     "evaluate_checkpoints": "assign_add.train.checkpoint_eval",
     "predict": "assign_add.answers",
-    "import_paper": "assign_add.paper",
+    "import_paper": "assign_add.interop.paper",
     "resolve": "assign_add.config",
     "AssignAddTransformer": "assign_add.model.hooked",
 }

@@ -17,7 +17,7 @@ from torch import nn
 from assign_add.config import RunConfig
 from assign_add.model.fast import answer_loss, fast_answer_logits
 from assign_add.model.hooked import AssignAddTransformer
-from assign_add.model.straightforward import StraightforwardTransformer
+from assign_add.model.baseline import BaselineTransformer
 from assign_add.task.evalsets import build_eval_sets, live
 from assign_add.task.generator import Sampler
 from assign_add.task.partitions import build_partitions
@@ -105,7 +105,7 @@ def bench_train(cfg: RunConfig, steps: int = 50, precisions: tuple[str, ...] = (
     out = []
     for precision in precisions:
         hooked = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed)
-        naive = StraightforwardTransformer(hooked.cfg).load_from(hooked).to(device)
+        naive = BaselineTransformer(hooked.cfg).load_from(hooked).to(device)
         hooked = hooked.to(device)
         base = bench_step("straightforward", naive, lambda tok: naive(tok)[:, -1], cfg, steps, precision)
         fast = bench_step("engine", hooked, lambda tok: fast_answer_logits(hooked, tok), cfg, steps, precision)

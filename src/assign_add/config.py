@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 import tomllib
 import types
 import typing
@@ -22,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import tomli_w
+
+from assign_add.machine import auto_precision, cpu_flags, has_c_compiler
 
 
 class ConfigError(ValueError):
@@ -174,30 +175,6 @@ def validate(cfg: RunConfig) -> RunConfig:
 
 
 PRECISIONS = ("auto", "fp32", "bf16")
-# x86 instructions that make bf16 matmuls fast (AVX512-BF16, AMX); without them bf16 is emulated
-BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
-
-
-def auto_precision(compiled: bool, on_cuda: bool, cpu_flags: frozenset[str]) -> str:
-    """What ``train.precision=auto`` means: bf16 autocast on CUDA (the authors' precision) and, compiled, on a
-    CPU with bf16 instructions; fp32 elsewhere.  Basis (``assign-add bench --what compile``, one thread,
-    this project's 2-core machine with AMX): a compiled bf16 step is 1.33x a compiled fp32 one, while eager
-    bf16 is 0.87-0.95x eager fp32 (autocast's casts cost more than the matmuls save without fusion)."""
-    if on_cuda:
-        return "bf16"
-    return "bf16" if compiled and bool(cpu_flags & BF16_CPU_FLAGS) else "fp32"
-
-
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags from /proc/cpuinfo (empty where there is none: not Linux)."""
-    try:
-        text = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return frozenset(line.split(":", 1)[1].split())
-    return frozenset()
 
 
 def settle_precision(cfg: RunConfig) -> RunConfig:
@@ -421,11 +398,6 @@ def _check_log_to(log_to: list[str]) -> None:
         module = LOG_SINKS[sink]
         if module and importlib.util.find_spec(module) is None:
             raise ConfigError("train.log_to", f"{sink} needs the {module} package: pip install 'assign-add[logs]'")
-
-
-def has_c_compiler() -> bool:
-    """torch.compile on a CPU needs a C compiler."""
-    return shutil.which("cc") is not None or shutil.which("gcc") is not None
 
 
 def apply_overrides(cfg: RunConfig, overrides: list[str]) -> RunConfig:

@@ -40,10 +40,6 @@ def _worker_init(parent_pid: int, threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def cpu_cores() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
-
 def run_pool(jobs: list[Job], workers: int, threads: int = 1, poll: Callable[[list[Any]], None] | None = None,
              poll_seconds: float = POLL_SECONDS,
              then: Callable[[int, Any], Job | None] | None = None) -> list[Any]:

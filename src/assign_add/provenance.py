@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from assign_add.config import BF16_CPU_FLAGS, cpu_flags
+from assign_add.machine import BF16_CPU_FLAGS, cpu_flags, cpu_name
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -32,17 +32,6 @@ def git_commit(where: Path = PACKAGE_DIR) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-
-
-def cpu_name() -> str:
-    """The CPU's model name from /proc/cpuinfo, else what the platform module says."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def machine_record(start_step: int, device: str) -> dict:

@@ -29,8 +29,9 @@ from assign_add.analysis.dynamics import phase_marks
 from assign_add.analysis.suite import analyze, is_current, load_analysis
 from assign_add.config import ConfigError, RunConfig, preset
 from assign_add.io import atomic_write_json
-from assign_add.parallel import cpu_cores, run_pool
-from assign_add.paper import import_paper, read_paper_checkpoints
+from assign_add.machine import cpu_cores, has_c_compiler
+from assign_add.parallel import run_pool
+from assign_add.interop.paper import import_paper, read_paper_checkpoints
 from assign_add.report.claims import (
     NOT_MEASURED,
     ClaimResult,
@@ -38,10 +39,10 @@ from assign_add.report.claims import (
     aggregate,
     evaluate_claims,
 )
-from assign_add.report.beyond import beyond_sections, load_experiments
+from assign_add.report.studies import study_sections, load_experiments
 from assign_add.report.render import Source, write_report
 from assign_add.report.summary import DEFAULT_MANY_SEEDS, load_many_seeds
-from assign_add.run import RunDir, RunError, check_folder_out, open_run
+from assign_add.run import RunDir, RunError, check_folder_out, open_run, seed_dir
 from assign_add.train.trainer import train
 
 DEFAULT_STEPS = config_mod.PAPER_STEPS
@@ -65,7 +66,7 @@ class ReproduceResult:
 
 def can_compile() -> bool:
     """torch.compile on a CPU needs a C compiler."""
-    return config_mod.has_c_compiler()
+    return has_c_compiler()
 
 
 def run_config(seed: int, steps: int | None, quick: bool, overrides: list[str]) -> RunConfig:
@@ -240,7 +241,7 @@ def reproduce(
     extra = load_experiments(experiments or {})
     if paper_checkpoints is not None and not RunDir(out / "runs" / "released").exists():
         read_paper_checkpoints([Path(paper_checkpoints)])  # every file checked before any seed trains
-    seed_dirs = [out / "runs" / f"seed-{c.train.seed}" for c in configs]
+    seed_dirs = [seed_dir(out / "runs", c.train.seed) for c in configs]
     for cfg, d in zip(configs, seed_dirs):
         check_reusable(cfg, d)
     jobs: list = [(train_job, (config_mod.dumps(c), str(d))) for c, d in zip(configs, seed_dirs)]
@@ -279,7 +280,7 @@ def reproduce(
         atomic_write_json(out / "timing.json", timing)
     notes = phase_notes(sources)
     atomic_write_json(out / "claims.json", claims_json)
-    html_path, md_path = write_report(sources, out, notes, timing, beyond_sections(extra), many)
+    html_path, md_path = write_report(sources, out, notes, timing, study_sections(extra), many)
     atomic_write_json(out / "times.json", times)
     return ReproduceResult(html_path, md_path, claims_json, time.perf_counter() - t0, times)
 

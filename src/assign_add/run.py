@@ -52,6 +52,17 @@ class RunError(RuntimeError):
 CKPT_RE = re.compile(r"^step_(\d+)\.safetensors$")
 
 
+def step_name(step: int) -> str:
+    """The one name of a training step in file and folder names (checkpoints, branch folders, saved states):
+    ``step_000500``, zero-padded so that names sort by step."""
+    return f"step_{step:06d}"
+
+
+def seed_dir(root: Path | str, seed: int) -> Path:
+    """The folder of one seed's run in a many-seed experiment: ``ROOT/seed-N``."""
+    return Path(root) / f"seed-{seed}"
+
+
 @dataclass(frozen=True)
 class RunDir:
     root: Path
@@ -98,7 +109,7 @@ class RunDir:
         return self.root / "provenance.jsonl"
 
     def checkpoint_path(self, step: int) -> Path:
-        return self.checkpoint_dir / f"step_{step:06d}.safetensors"
+        return self.checkpoint_dir / f"{step_name(step)}.safetensors"
 
     # ---- reading
     def exists(self) -> bool:

@@ -38,7 +38,7 @@ __all__ = ["ANALYSES", "analyze", "measure", "inputs_key", "is_current", "load_a
 # The report, the CLI, the studies, sweeps and the rest read analyses but do not compute them, so a change
 # there does not make a saved analysis stale.
 ANALYSIS_CODE = ("analysis", "model", "task", "train", "config.py", "run.py", "io.py", "lock.py", "charts.py",
-                 "stats.py", "provenance.py", "__init__.py")
+                 "stats.py", "provenance.py", "machine.py", "__init__.py")
 
 
 @functools.cache

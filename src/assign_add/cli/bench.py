@@ -116,7 +116,7 @@ def _print_train_bench(bench, cfg: RunConfig, steps: int) -> float:
 
 def _print_compile(bench, cfg: RunConfig, steps: int) -> None:
     """Eager vs compiled engine, and compiled bf16 vs fp32: the measurement behind ``train.precision=auto``."""
-    from assign_add.config import auto_precision, cpu_flags
+    from assign_add.machine import auto_precision, cpu_flags
 
     eager, (f32, bf), warmup = bench.bench_compile(cfg, steps)
     console.print(f"one torch thread (as each training process of reproduce, sweep and survival): "
@@ -199,7 +199,7 @@ def _print_targets(bench, cfg: RunConfig, steps: int) -> None:
 
     import torch
 
-    from assign_add.config import auto_precision, cpu_flags
+    from assign_add.machine import auto_precision, cpu_flags
 
     (fast, base), = bench.bench_train(cfg, steps, ("fp32",))
     device = bench.resolve_device(cfg.train.device)

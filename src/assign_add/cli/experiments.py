@@ -117,7 +117,7 @@ def branches_cmd(
 ) -> None:
     """Branch-and-replay: P(bound by --steps) per parent and branch step over fresh data orders."""
 
-    from assign_add.parallel import cpu_cores
+    from assign_add.machine import cpu_cores
     from assign_add.studies.branches import plan, run_branches
 
     if orders < 1:
@@ -153,7 +153,7 @@ def survival_cmd(
 ) -> None:
     """Time to binding over seeds: survival curve, P(bound by 20k / 40k), and an early predictor."""
 
-    from assign_add.parallel import cpu_cores
+    from assign_add.machine import cpu_cores
     from assign_add.studies.survival import plan, run_survival
 
     if workers is not None and workers < 1:

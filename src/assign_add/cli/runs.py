@@ -124,7 +124,7 @@ def import_paper_cmd(
     final_step: int = typer.Option(PAPER_STEPS, "--final-step", help="step of model_state_dict.pth"),
 ) -> None:
     """Import the authors' TransformerLens 2.x checkpoints (.pth) as a run directory."""
-    from assign_add.paper import import_paper
+    from assign_add.interop.paper import import_paper
 
     _print_imported(import_paper(paths, out, force=force, final_step=final_step), out)
 
@@ -137,10 +137,11 @@ def export_cmd(
     name: Optional[str] = typer.Option(None, "--name", help="the model card's title"),
 ) -> None:
     """Write a Hugging Face Hub-ready folder: safetensors per step, config.json, a model card (nothing uploaded)."""
-    from assign_add.export import export_run
+    from assign_add.interop.export import export_run
+    from assign_add.report.card import claim_rows, phase_rows
     from assign_add.run import RunDir
 
-    export_run(RunDir(run), out, name)
+    export_run(RunDir(run), out, name, phases=phase_rows(RunDir(run)), claims=claim_rows(RunDir(run)))
     console.print(f"[green]exported[/] {run} to {out} (README.md is the model card; push with huggingface-cli upload)",
                   highlight=False)
 
@@ -153,7 +154,7 @@ def import_export_cmd(
     force: bool = typer.Option(False, "--force", help="replace --out if it is a run directory of ours"),
 ) -> None:
     """Read an exported folder back into a run directory (same checkpoints, byte for byte)."""
-    from assign_add.export import import_export
+    from assign_add.interop.export import import_export
 
     _print_imported(import_export(folder, out, force=force), out)
 

@@ -134,7 +134,7 @@ def _general(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class _RowBasis:
+class _LayerOneRows:
     """After layer 0, every residual vector is a weighted sum of K = (1 + h0)(V + T) fixed rows.
 
     Block 0 holds X = [W_E; W_pos[:T]] (``V + T`` rows: tokens, then positions); block 1 + h holds
@@ -192,20 +192,20 @@ def _layer0_pattern(attn0: Attention, x: torch.Tensor, tokens: torch.Tensor) -> 
     return torch.softmax(_at_least_fp32(scores).masked_fill(~causal, float("-inf")), dim=-1)
 
 
-def _row_basis(attn0: Attention, x: torch.Tensor, tokens: torch.Tensor) -> _RowBasis:
+def _row_basis(attn0: Attention, x: torch.Tensor, tokens: torch.Tensor) -> _LayerOneRows:
     t = tokens.shape[1]
     h0, width = attn0.W_Q.shape[0], x.shape[0]
     ov = torch.einsum("kd,hde,hef->hkf", x, attn0.W_V, attn0.W_O)  # [h0, V+T, d]
     rows = torch.cat([x, ov.reshape(-1, x.shape[1])])  # [K, d]
     offsets = torch.arange(1 + h0, device=tokens.device)[:, None] * width  # [1+h0, 1]
     pos = torch.arange(t, device=tokens.device)
-    return _RowBasis(rows, tokens[:, None, :] + offsets, (width - t + pos) + offsets)
+    return _LayerOneRows(rows, tokens[:, None, :] + offsets, (width - t + pos) + offsets)
 
 
 def _two_layer_rows(model: AssignAddTransformer, tokens: torch.Tensor) -> torch.Tensor:
     """The paper's shape (2 layers, no MLP in layer 0) without any [batch, pos, d_model] tensor.
 
-    Every vector layer 1 reads is a weighted sum of the fixed rows of :class:`_RowBasis`, so layer 1
+    Every vector layer 1 reads is a weighted sum of the fixed rows of :class:`_LayerOneRows`, so layer 1
     needs only row weights: the last query's score for each row is (its row weights) @ the [K, K] table
     (rows W_Q)(rows W_K)ᵀ, gathered per position, and what the head writes is (weights over rows) @
     (rows W_V W_O).  Folding W_Q with W_K and W_V with W_O into per-row tables leaves fewer products

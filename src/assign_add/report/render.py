@@ -361,7 +361,7 @@ def sections(sources: list[Source], notes: list[str], versions: dict[str, str], 
     if development:
         doc += [Heading("How the function develops (beyond the paper)", anchor="development"), Text(DEVELOPMENT_TEXT),
                 Figures(development)]
-    doc += extra or []  # sections beyond the paper from experiments' folders (report/beyond.py)
+    doc += extra or []  # sections beyond the paper from experiments' folders (report/studies.py)
     doc.append(Heading("Configuration and software"))
     for src in sources:
         doc += [Heading(src.name, level=3), Code(src.configs[0].strip(), "toml")]

@@ -7,9 +7,10 @@ whether and when it binds) and the table gives, per branch point, P(bound by ``s
 Wilson interval.  If P stays near the parent's own outcome from step 0 on, the initial weights
 decide; if it is spread at step 0 and converges later, the data order decides until then.
 
-Layout: ``OUT/<parent name>/step<S>/data<seed>/`` (ordinary run directories, resumable) and
-``OUT/branches.json`` (one row per branch, rewritten atomically as branches finish).  Running the
-same command again resumes unfinished branches; a larger ``steps`` extends finished ones.
+Layout: ``OUT/<parent name>/step_NNNNNN/data<seed>/`` (ordinary run directories, resumable; steps
+named by :func:`assign_add.run.step_name`) and ``OUT/branches.json`` (one row per branch, rewritten
+atomically as branches finish).  Running the same command again resumes unfinished branches; a larger
+``steps`` extends finished ones.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 
 from assign_add.stats import wilson_interval
 from assign_add.io import atomic_write_json, atomic_write_text
-from assign_add.run import RunDir, RunError, check_folder_out, open_run
+from assign_add.run import RunDir, RunError, check_folder_out, open_run, step_name
 from assign_add.studies.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
 
 DATA_SEED_BASE = 10_000  # branch data seeds are BASE + k, apart from the seeds runs use by default
@@ -54,7 +55,7 @@ class BranchRow:
 
 
 def branch_dir(out: Path, parent: Path, step: int, data_seed: int) -> Path:
-    return Path(out) / Path(parent).name / f"step{step:05d}" / f"data{data_seed}"
+    return Path(out) / Path(parent).name / step_name(step) / f"data{data_seed}"
 
 
 def plan(parents: list[Path], at: list[int], orders: int, out: Path, steps: int, until_bound: bool) -> list[BranchJob]:
@@ -71,7 +72,7 @@ def plan(parents: list[Path], at: list[int], orders: int, out: Path, steps: int,
 
 
 def state_path(out: Path, parent: Path, step: int) -> Path:
-    return Path(out) / Path(parent).name / "states" / f"step{step:05d}.safetensors"
+    return Path(out) / Path(parent).name / "states" / f"{step_name(step)}.safetensors"
 
 
 def states_job(parent: str, steps: list[int], dest: str) -> list[str]:

@@ -27,7 +27,7 @@ from assign_add.studies.early import (
 from assign_add.analysis.timing import binding_survival
 from assign_add.stats import wilson_interval
 from assign_add.io import atomic_write_json, atomic_write_text, read_json_object
-from assign_add.run import RunDir, RunError, check_folder_out
+from assign_add.run import RunDir, RunError, check_folder_out, seed_dir
 from assign_add.studies.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
 from assign_add.config import PAPER_STEPS
 
@@ -77,7 +77,7 @@ def plan(seeds: list[int], out: Path, steps: int, until_bound: bool, overrides: 
             import devinterp  # noqa: F401
         except ImportError:
             raise RunError("--llc needs devinterp: pip install 'assign-add[llc]'") from None
-    jobs = [SeedJob(s, str(Path(out) / f"seed-{s}"), steps, until_bound, tuple(overrides), early_step=early_step,
+    jobs = [SeedJob(s, str(seed_dir(out, s)), steps, until_bound, tuple(overrides), early_step=early_step,
                     llc=llc) for s in seeds]
     seed_config(jobs[0])  # a bad override fails here, before any run starts
     return jobs
@@ -86,7 +86,8 @@ def plan(seeds: list[int], out: Path, steps: int, until_bound: bool, overrides: 
 def seed_config(job: SeedJob):
     """The paper preset for one seed: compiled where a C compiler is present (one compiled step per worker
     process, reused seed after seed), at the precision ``auto`` picks; the study's overrides come last."""
-    from assign_add.config import has_c_compiler, resolve
+    from assign_add.config import resolve
+    from assign_add.machine import has_c_compiler
 
     compiled = ["train.compile=true"] if has_c_compiler() else []
     return resolve("paper", overrides=[*compiled, f"train.seed={job.seed}", f"train.steps={job.steps}",

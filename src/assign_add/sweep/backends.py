@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Callable
 
 from assign_add.config import ConfigError
-from assign_add.parallel import POLL_SECONDS, cpu_cores, run_pool
+from assign_add.machine import cpu_cores
+from assign_add.parallel import POLL_SECONDS, run_pool
 from assign_add.run import RunDir
 from assign_add.sweep.spec import SweepSpec
 

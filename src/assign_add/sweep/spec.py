@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field, fields
 from assign_add import config as config_mod
 from assign_add.analysis.criteria import VALUES
 from assign_add.config import ConfigError, RunConfig, preset
+from assign_add.run import seed_dir
 
 THRESHOLD_ACC = VALUES["SWEEP_THRESHOLD_ACC"]  # the threshold is where the score reaches this accuracy
 
@@ -90,7 +91,7 @@ class SweepSpec:
         return config_mod.validate(config_mod.apply_overrides(preset("paper"), items))
 
     def point_name(self, value: float, seed: int) -> str:
-        return f"runs/{self.param}={value}/seed-{seed}"
+        return seed_dir(f"runs/{self.param}={value}", seed).as_posix()
 
     def points(self) -> list[tuple[float, int]]:
         return [(v, s) for v in self.values for s in self.seeds]

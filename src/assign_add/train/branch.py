@@ -31,6 +31,7 @@ from assign_add.run import (
     create_run_dir,
     open_run,
     read_checkpoint,
+    step_name,
 )
 from assign_add.train.resume import load_state, read_state_step, save_state
 
@@ -110,7 +111,7 @@ def check_weights(parent: RunDir, step: int, model: torch.nn.Module, how: str) -
 
 def save_states(parent_path: Path, steps: list[int], dest: Path) -> dict[int, Path]:
     """The parent's exact optimiser state at each of ``steps``, from one replay (checked against its
-    checkpoints), as ``dest/step<S>.safetensors``; files already there are kept.  Many branches at one
+    checkpoints), as ``dest/step_NNNNNN.safetensors`` (:func:`assign_add.run.step_name`); files already there are kept.  Many branches at one
     step then share one replay instead of each replaying."""
     from assign_add.train.trainer import replay, resolve_device
 
@@ -118,7 +119,7 @@ def save_states(parent_path: Path, steps: list[int], dest: Path) -> dict[int, Pa
     cfg = parent.config()
     for s in steps:
         check_branch_step(parent, s)
-    paths = {s: Path(dest) / f"step{s:05d}.safetensors" for s in steps}
+    paths = {s: Path(dest) / f"{step_name(s)}.safetensors" for s in steps}
     todo = {s for s, p in paths.items() if not p.is_file()}
     if todo:
         Path(dest).mkdir(parents=True, exist_ok=True)

@@ -109,7 +109,7 @@ def llc_section(folder: Path, r: dict) -> list[Block]:
 SECTIONS = {"survival": survival_section, "branches": branches_section, "llc": llc_section}
 
 
-def beyond_sections(experiments: dict[str, tuple[Path, dict]]) -> list[Block]:
+def study_sections(experiments: dict[str, tuple[Path, dict]]) -> list[Block]:
     """The sections of the experiments given, in a fixed order (survival, branches, LLC)."""
     blocks: list[Block] = []
     for kind in KINDS:

@@ -14,7 +14,7 @@ from torch import nn
 from assign_add.model.hooked import AssignAddTransformer, HookedConfig
 
 
-class StraightforwardTransformer(nn.Module):
+class BaselineTransformer(nn.Module):
     """The same function written the usual way: every position through both layers, nn.Linear.
 
     The baseline of ``assign-add bench``; :meth:`load_from` copies a hooked model's weights
@@ -52,7 +52,7 @@ class StraightforwardTransformer(nn.Module):
         return self.unembed(x)
 
     @torch.no_grad()
-    def load_from(self, model: AssignAddTransformer) -> "StraightforwardTransformer":
+    def load_from(self, model: AssignAddTransformer) -> "BaselineTransformer":
         self.embed.weight.copy_(model.embed.W_E)
         self.pos_embed.weight.copy_(model.pos_embed.W_pos)
         for mods, block in zip(self.layers, model.blocks):

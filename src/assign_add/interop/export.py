@@ -54,26 +54,6 @@ def config_json(run: RunDir) -> dict:
             "checkpoint_steps": steps, "final_step": steps[-1], "assign_add_config": config_mod.to_dict(cfg)}
 
 
-def _phase_rows(run: RunDir) -> list[tuple[str, str]]:
-    from assign_add.analysis.dynamics import phase_marks
-
-    records = run.metrics()
-    if not records:
-        return []
-    last = records[-1]["step"]
-    return [(k, f"{v:,}" if v is not None else f"not seen by {last:,}") for k, v in phase_marks(records).items()]
-
-
-def _claim_rows(run: RunDir) -> list[tuple[str, str, str]]:
-    from assign_add.report.claims import BY_ID, evaluate_claims
-
-    path = run.root / "analysis.json"
-    if not path.is_file():
-        return []
-    results = evaluate_claims(json.loads(path.read_text()), robustness=False)
-    return [(cid, BY_ID[cid].statement, r.verdict) for cid, r in results.items()]
-
-
 def _provenance(run: RunDir) -> list[str]:
     source = run.status().get("source", "")
     if source == "paper-import":
@@ -82,7 +62,10 @@ def _provenance(run: RunDir) -> list[str]:
     return [f"- {source}"] if source else []
 
 
-def model_card(run: RunDir, name: str) -> str:
+def model_card(run: RunDir, name: str, phases: list[tuple[str, str]] = (),
+               claims: list[tuple[str, str, str]] = ()) -> str:
+    """The Hub model card; ``phases`` (phase, step) and ``claims`` (id, statement, verdict) are rows the
+    caller measured (the ``export`` command passes the run's phases and its analysis's verdicts)."""
     cfg = run.config()
     t, m = cfg.task, cfg.model
     steps = run.checkpoint_steps()
@@ -102,11 +85,9 @@ def model_card(run: RunDir, name: str) -> str:
              "## Training", "", *_provenance(run), f"- {cfg.train.steps:,} steps, batch {cfg.train.batch_size}, AdamW lr {cfg.train.lr}, "
              f"weight decay {cfg.train.weight_decay}, init seed {cfg.train.weights_seed}, data seed "
              f"{cfg.train.order_seed}, precision {cfg.train.precision}", ""]
-    phases = _phase_rows(run)
     if phases:
         lines += ["## Phases (from the training curves, `metrics.jsonl`)", "", "| phase | step |", "|---|---|"]
         lines += [f"| {k} | {v} |" for k, v in phases] + [""]
-    claims = _claim_rows(run)
     if claims:
         lines += ["## The paper's claims on this run (assign-add's criteria, `assign-add analyze`)", "",
                   "| claim | statement | verdict |", "|---|---|---|"]
@@ -133,8 +114,10 @@ def _staging(out: Path) -> Path:
     return Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
 
 
-def export_run(run: RunDir, out: Path, name: str | None = None) -> Path:
-    """Write the Hub-ready folder of ``run`` to ``out`` (created whole or not at all)."""
+def export_run(run: RunDir, out: Path, name: str | None = None, phases: list[tuple[str, str]] = (),
+               claims: list[tuple[str, str, str]] = ()) -> Path:
+    """Write the Hub-ready folder of ``run`` to ``out`` (created whole or not at all), its model card with
+    the ``phases`` and ``claims`` rows given (:func:`model_card`)."""
     if not run.exists():
         raise RunError(f"{run.root}: not a run directory (no config.toml)")
     steps = run.checkpoint_steps()
@@ -152,7 +135,7 @@ def export_run(run: RunDir, out: Path, name: str | None = None) -> Path:
         if run.metrics_path.is_file():
             shutil.copyfile(run.metrics_path, tmp / "metrics.jsonl")
         atomic_write_text(tmp / "config.json", json.dumps(config_json(run), indent=1) + "\n")
-        atomic_write_text(tmp / "README.md", model_card(run, name or f"assign-add: {Path(run.root).name}"))
+        atomic_write_text(tmp / "README.md", model_card(run, name or f"assign-add: {Path(run.root).name}", phases, claims))
         if Path(out).exists():
             Path(out).rmdir()  # empty (checked above)
         tmp.rename(out)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from assign_add.report.beyond import beyond_sections, load_experiments
+from assign_add.report.studies import study_sections, load_experiments
 from assign_add.report.render import to_markdown
 from assign_add.run import RunError
 
@@ -34,7 +34,7 @@ def _folders(tmp_path):
 
 
 def test_each_experiment_becomes_a_section_stating_its_command_and_numbers(tmp_path):
-    md = to_markdown(beyond_sections(load_experiments(_folders(tmp_path))), tmp_path / "report")
+    md = to_markdown(study_sections(load_experiments(_folders(tmp_path))), tmp_path / "report")
     assert md.index("Time to binding") < md.index("Branch-and-replay") < md.index("learning coefficient")
     assert "`assign-add survival --seeds 1-4`: 3 of 4 seeds finished, horizon 40,000 steps" in md
     assert "| 20,000 | 2 of 4 | 0.50 | 0.15–0.85 |" in md and "median binding step: 3,000" in md
