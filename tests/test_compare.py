@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from assign_add.cli import app
-from assign_add.studies.compare import compare, compare_line, logrank_p
+from assign_add.studies.compare import compare, compare_line, conditions, logrank_p
 from assign_add.studies.survival import SeedRow
 
 
@@ -29,7 +29,9 @@ def test_identical_studies_show_no_difference(tmp_path):
     assert c["fisher_p"] == pytest.approx(1.0) and c["logrank_p"] == pytest.approx(1.0)
     assert c["verdict"] == "no detectable difference"
     assert (c["study_a"]["bound"], c["study_a"]["known"], c["study_a"]["km_median"]) == (6, 10, 4000)
-    assert c["paired"] == {"seeds": 10, "known": 10, "same_fate": 10, "bound_in_both": 6, "median_step_change": 0}
+    assert c["paired"] == {"seeds": 10, "known": 10, "same_fate": 10, "bound_in_both": 6, "median_step_change": 0,
+                           "early_compared": 0, "early_identical": 0, "same_conditions": 0,
+                           "same_conditions_differ": []}
     assert "6 of 10 bound by 40,000" in compare_line(c) and "no detectable difference" in compare_line(c)
 
 
@@ -90,3 +92,38 @@ def test_training_read_from_an_older_command():
                                                                           "inferred": True}
     assert training_of({"command": "assign-add survival train.precision=bf16 train.compile=true"})["precision"] == "bf16"
     assert training_of({"training": {"compile": True, "precision": "fp32"}}) == {"compile": True, "precision": "fp32"}
+
+
+def _run_with_provenance(folder, cpu: str, commit: str = "0123abc"):
+    """A run folder holding only what :func:`conditions` reads: its config and one training segment."""
+    from assign_add.config import resolve, save
+
+    folder.mkdir(parents=True)
+    save(resolve("tiny"), folder / "config.toml")
+    (folder / "provenance.jsonl").write_text(json.dumps(
+        {"start_step": 0, "commit": commit, "cpu": cpu, "torch": "2.13.0+cpu", "threads": 1, "device": "cpu"}) + "\n")
+
+
+def test_same_seed_code_and_machine_must_give_the_same_outcome(tmp_path):
+    """Seeds 1-3 in two studies under identical recorded conditions, seed 2 binding at another step there: the
+    comparison names it; seed 3, trained on another CPU in study B, is not counted as the same conditions."""
+    for study in ("a", "b"):
+        for seed in (1, 2, 3):
+            _run_with_provenance(tmp_path / study / f"seed-{seed}", "CPU-X" if (study, seed) != ("b", 3) else "CPU-Y")
+    early = {"param_norm": 41.5}
+    a = [SeedRow(s, 3000, 3000, dict(early), f"elsewhere/seed-{s}") for s in (1, 2, 3)]
+    b = [SeedRow(1, 3000, 3000, dict(early), "seed-1"), SeedRow(2, 3400, 3400, {"param_norm": 41.6}, "seed-2"),
+         SeedRow(3, 5000, 5000, dict(early), "seed-3")]
+    (tmp_path / "a").joinpath("survival.json").write_text(json.dumps(
+        {"horizon": 40_000, "planned": 3, "rows": [asdict(r) for r in a]}))
+    (tmp_path / "b").joinpath("survival.json").write_text(json.dumps(
+        {"horizon": 40_000, "planned": 3, "rows": [asdict(r) for r in b]}))
+    c = compare(tmp_path / "a", tmp_path / "b")
+    p = c["paired"]
+    assert (p["same_conditions"], p["same_conditions_differ"]) == (2, [2])
+    assert (p["early_compared"], p["early_identical"]) == (3, 2)
+    assert "outcome differs in seed 2: not reproducible" in compare_line(c)
+    assert "identical to the last digit in 2 of 3" in compare_line(c)
+    _run_with_provenance(tmp_path / "c" / "seed-1", "CPU-X", commit="0123abc+dirty")
+    assert conditions(tmp_path / "a", a[0]) is not None, "a clean commit is a condition"
+    assert conditions(tmp_path / "c", b[0]) is None, "an edited tree says nothing about the code"

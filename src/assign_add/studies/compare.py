@@ -16,6 +16,7 @@ verdict say how large.  Seeds run in both studies are paired descriptively (same
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -23,8 +24,11 @@ import numpy as np
 from scipy.stats import CensoredData, fisher_exact, logrank
 
 from assign_add.analysis.timing import kaplan_meier, km_median
+from assign_add import config as config_mod
+from assign_add.io import read_jsonl
 from assign_add.stats import wilson_interval
-from assign_add.run import RunError
+from assign_add.run import RunDir, RunError
+from assign_add.studies.early import EARLY_STEP
 from assign_add.studies.survival import SeedRow, bound_by, read_summary, training_of
 
 ALPHA = 0.05
@@ -61,15 +65,63 @@ def _side(rows: list[SeedRow], horizon: int) -> dict:
             "km_median": km_median(kaplan_meier(times, events)) if rows else None}
 
 
-def _paired(a: list[SeedRow], b: list[SeedRow], horizon: int) -> dict:
+def _paired(a: list[SeedRow], b: list[SeedRow], horizon: int, roots: tuple[Path, Path] | None = None) -> dict:
+    """Seeds run in both studies, described: same fate, binding-step change, identical early measures (every
+    measure at the early step equal to the last digit: the same numbers up to there), and, where both runs
+    record what trained them, whether the same seed, code and machine gave the same outcome."""
     by_b = {r.seed: r for r in b}
     pairs = [(r, by_b[r.seed]) for r in a if r.seed in by_b]
     known = [(x, y) for x, y in pairs if bound_by(x, horizon) is not None and bound_by(y, horizon) is not None]
     both = [abs(x.bound_at - y.bound_at) for x, y in known if x.bound_at is not None and y.bound_at is not None
             and x.bound_at <= horizon and y.bound_at <= horizon]
-    return {"seeds": len(pairs), "known": len(known),
-            "same_fate": sum(bound_by(x, horizon) == bound_by(y, horizon) for x, y in known),
-            "bound_in_both": len(both), "median_step_change": sorted(both)[len(both) // 2] if both else None}
+    early = [(x, y) for x, y in pairs if x.early and y.early and x.early_step == y.early_step]
+    out = {"seeds": len(pairs), "known": len(known),
+           "same_fate": sum(bound_by(x, horizon) == bound_by(y, horizon) for x, y in known),
+           "bound_in_both": len(both), "median_step_change": sorted(both)[len(both) // 2] if both else None,
+           "early_compared": len(early), "early_identical": sum(_same_early(x, y) for x, y in early)}
+    if roots is not None:
+        same = [(x, y) for x, y in known if _same_conditions(roots[0], x, roots[1], y)]
+        out["same_conditions"] = len(same)
+        out["same_conditions_differ"] = sorted(x.seed for x, y in same if _outcome(x, horizon) != _outcome(y, horizon))
+    return out
+
+
+def _same_early(x: SeedRow, y: SeedRow) -> bool:
+    keys = set(x.early) & set(y.early)
+    return bool(keys) and all(x.early[k] == y.early[k] for k in keys)
+
+
+def _outcome(r: SeedRow, horizon: int) -> int | None:
+    """The binding step within the horizon, or None (not bound by it)."""
+    return r.bound_at if r.bound_at is not None and r.bound_at <= horizon else None
+
+
+def run_folder(root: Path, row: SeedRow) -> Path:
+    """A study's run of one seed: its recorded folder, else the folder of that name beside the summary
+    (a study read from another working directory)."""
+    recorded = Path(row.out)
+    return recorded if recorded.is_absolute() and recorded.is_dir() else Path(root) / recorded.name
+
+
+def conditions(root: Path, row: SeedRow) -> tuple | None:
+    """What trained a run, as far as it changes the numbers: the commit (a clean tree), CPU, torch, threads and
+    device of every training segment, and the run's config apart from its step budget; None where a run
+    does not record it (runs trained before provenance was kept) or was trained from an edited tree."""
+    run = RunDir(run_folder(root, row))
+    if not run.exists() or not run.provenance_path.is_file():
+        return None
+    segments = read_jsonl(run.provenance_path)
+    keys = {(s.get("commit"), s.get("cpu"), s.get("torch"), s.get("threads"), s.get("device")) for s in segments}
+    if not keys or any(k[0] is None or str(k[0]).endswith("+dirty") for k in keys):
+        return None
+    cfg = config_mod.to_dict(run.config())
+    cfg["train"].pop("steps", None)
+    return tuple(sorted(keys)), json.dumps(cfg, sort_keys=True)
+
+
+def _same_conditions(root_a: Path, x: SeedRow, root_b: Path, y: SeedRow) -> bool:
+    cx, cy = conditions(root_a, x), conditions(root_b, y)
+    return cx is not None and cx == cy
 
 
 def describe_training(t: dict) -> str:
@@ -100,9 +152,14 @@ def compare(path_a: Path, path_b: Path, allow_different_training: bool = False) 
     p_logrank = logrank_p(a, b)
     same = p_fisher >= ALPHA and (p_logrank is None or p_logrank >= ALPHA)
     return {"a": str(path_a), "b": str(path_b), "horizon": horizon, "study_a": side_a, "study_b": side_b,
-            "fisher_p": p_fisher, "logrank_p": p_logrank, "alpha": ALPHA, "paired": _paired(a, b, horizon),
+            "fisher_p": p_fisher, "logrank_p": p_logrank, "alpha": ALPHA,
+            "paired": _paired(a, b, horizon, (_study_dir(path_a), _study_dir(path_b))),
             "training": {"a": ta, "b": tb, "differs": differs},
             "verdict": "no detectable difference" if same else "differs"}
+
+
+def _study_dir(path: Path) -> Path:
+    return Path(path) if Path(path).is_dir() else Path(path).parent
 
 
 def compare_line(c: dict, names: tuple[str, str] = ("A", "B")) -> str:
@@ -117,6 +174,14 @@ def compare_line(c: dict, names: tuple[str, str] = ("A", "B")) -> str:
     paired = (f" Paired: {p['same_fate']} of {p['known']} shared seeds had the same fate; the {p['bound_in_both']} "
               f"bound in both moved by a median {p['median_step_change']:,} steps." if p["bound_in_both"] else
               f" Paired: {p['same_fate']} of {p['known']} shared seeds had the same fate." if p["known"] else "")
+    if p.get("early_compared"):
+        paired += (f" Early measures (step {EARLY_STEP:,}) identical to the last digit in {p['early_identical']} of "
+                   f"{p['early_compared']} shared seeds.")
+    if p.get("same_conditions"):
+        differ = p["same_conditions_differ"]
+        paired += (f" Same seed, commit, CPU, torch and threads in {p['same_conditions']} pairs: " +
+                   (f"outcome differs in seed {', '.join(map(str, differ))}: not reproducible on this machine."
+                    if differ else "the same outcome in every one."))
     return (f"{side(names[0], c['study_a'])}; {side(names[1], c['study_b'])}. Fisher p = {c['fisher_p']:.3f}, "
             f"log-rank p = {lr}: {c['verdict']} (rule: both p ≥ {c['alpha']}).{paired}" + (
                 f" The studies trained differently ({describe_training(c['training']['a'])} vs "
