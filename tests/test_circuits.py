@@ -69,17 +69,25 @@ def test_one_assignment_is_always_right_without_binding(setup):
 
 
 def test_patching_the_residual_before_mlp2_hands_over_the_source_answer_exactly(setup):
+    """With each form's own predictions as its "answers", the patched model answers as the source in every
+    pair and never as the target (a patch that did nothing would give 0 and 1)."""
     vocab, sets, model = setup
     batch = sets["1var_heldout"].take(slice(0, 100))
-    res = circuits.interchanges(model, batch, vocab, circuits.before_mlp2(model))
     perm = circuits.derangement(len(batch))
     const = circuits.constant_form(batch, vocab)
     with torch.no_grad():
         source_pred = model(torch.as_tensor(const[perm]))[:, -1].argmax(-1).numpy()
+        target_pred = model(torch.as_tensor(batch.tokens))[:, -1].argmax(-1).numpy()
+    res = circuits.interchange(model, batch.tokens, const[perm], source_pred, target_pred, circuits.before_mlp2(model))
+    assert res["pairs"] == int((source_pred != target_pred).sum()) > 10
+    assert (res["follows_source"], res["keeps_target"]) == (1.0, 0.0)
+    wrong_site = circuits.interchange(model, batch.tokens, const[perm], source_pred, target_pred,
+                                      circuits.before_layer2(model))
+    assert wrong_site["follows_source"] < 1.0, "before layer 2 the residual does not yet decide the answer"
+    full = circuits.interchanges(model, batch, vocab, circuits.before_mlp2(model))
     differ = batch.answers[perm] != batch.answers
-    want = float((source_pred == batch.answers[perm])[differ].mean())
-    assert res["constant_to_variable"]["follows_source"] == pytest.approx(want)
-    assert res["constant_to_variable"]["pairs"] == int(differ.sum())
+    assert full["constant_to_variable"]["follows_source"] == pytest.approx(
+        float((source_pred == batch.answers[perm])[differ].mean()))
 
 
 def test_a_full_rank_resample_of_the_residual_is_the_whole_patch(setup):
@@ -107,6 +115,24 @@ def test_ablating_a_batch_of_identical_sequences_changes_nothing(setup):
                          circuits.mlp_neurons(last, np.arange(0, 512, 3), mode, perm)):
                 out = model.run_with_hooks(torch.as_tensor(batch.tokens), fwd_hooks=[hook])[:, -1]
                 torch.testing.assert_close(out, clean, rtol=1e-5, atol=1e-5)
+
+
+def test_every_ablation_changes_the_answers_of_different_sequences(setup):
+    """The counterpart of the test above: on 16 different sequences each hook changes the final logits."""
+    vocab, sets, model = setup
+    batch = sets["1var_heldout"].take(slice(0, 16))
+    perm = circuits.derangement(len(batch))
+    last = model.cfg.n_layers - 1
+    with torch.no_grad():
+        clean = model(torch.as_tensor(batch.tokens))[:, -1]
+        for mode in circuits.MODES:
+            for hook in (circuits.layer1_head(mode, perm), circuits.layer2_routing(last, mode, perm),
+                         circuits.layer2_head_output(last, mode, perm),
+                         circuits.mlp_neurons(last, np.arange(0, 512, 3), mode, perm)):
+                out = model.run_with_hooks(torch.as_tensor(batch.tokens), fwd_hooks=[hook])[:, -1]
+                # a hook that did nothing leaves the computation, and so every logit, exactly as it was (random
+                # weights attend almost uniformly, so the routing's change is small: 3e-4 here)
+                assert not torch.equal(out, clean), (hook[0], mode)
 
 
 def test_mean_ablation_gives_every_sequence_the_same_activation():
