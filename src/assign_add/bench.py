@@ -23,7 +23,7 @@ from assign_add.task.generator import Sampler
 from assign_add.task.partitions import build_partitions
 from assign_add.train.evaluate import Evaluator
 from assign_add.train.trainer import make_optimizer, precision_context, resolve_device
-from assign_add.config import PAPER_STEPS
+from assign_add.config import PAPER_STEPS, PAPER_SWEEP_STEPS
 
 
 def saved_activation_bytes(loss_fn: Callable[[], torch.Tensor]) -> int:
@@ -241,7 +241,7 @@ def speed_targets(engine_ratio: float, step_ms: float, eval_s: float, eval_every
     return [
         Target("engine / straightforward, fp32", ENGINE_RATIO_GOAL, engine_ratio, "x"),
         runs(3, PAPER_STEPS, MAIN_JOB_GOAL_MIN, "main job training, 3 x 40k steps"),
-        runs(20, 30_000, SWEEP_GOAL_MIN, "sweep, 20 x 30k steps"),
+        runs(20, PAPER_SWEEP_STEPS, SWEEP_GOAL_MIN, "sweep, 20 x 30k steps"),
     ]
 
 

@@ -34,6 +34,7 @@ class ConfigError(ValueError):
 
 
 PAPER_STEPS = 40_000  # the authors' run: 40,000 training steps (paper-artifacts README)
+PAPER_SWEEP_STEPS = 30_000  # the authors' f and r sweeps: 30,000 steps per point
 LAYOUTS = ("prefix", "infix")
 PADDINGS = ("random", "end")
 QUERY_TYPES = ("zero_var", "var_left", "var_right", "two_var")

@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field, fields
 
 from assign_add import config as config_mod
 from assign_add.analysis.criteria import VALUES
-from assign_add.config import ConfigError, RunConfig, preset
+from assign_add.config import PAPER_SWEEP_STEPS, ConfigError, RunConfig, preset
 from assign_add.run import seed_dir
 
 THRESHOLD_ACC = VALUES["SWEEP_THRESHOLD_ACC"]  # the threshold is where the score reaches this accuracy
@@ -45,11 +45,11 @@ class SweepPreset:
 
 PRESETS: dict[str, SweepPreset] = {
     "f": SweepPreset(
-        "task.f", AUTHORS_F_GRID, "0var_heldout_all", 30_000, 0.25, ["task.r=1.0", "train.compile=true"],
+        "task.f", AUTHORS_F_GRID, "0var_heldout_all", PAPER_SWEEP_STEPS, 0.25, ["task.r=1.0", "train.compile=true"],
         "authors' f sweep: their 20-value grid 0.0616–0.99, 30,000 steps, r = 1, scored at the final step "
         "on every held-out pair as a 0-var sequence"),
     "r": SweepPreset(
-        "task.r", AUTHORS_R_GRID, "2var_union", 30_000, 0.2, ["task.f=0.7", "train.compile=true"],
+        "task.r", AUTHORS_R_GRID, "2var_union", PAPER_SWEEP_STEPS, 0.2, ["task.f=0.7", "train.compile=true"],
         "authors' r sweep: their 20-value grid 0.01–0.99, 30,000 steps, f = 0.7, scored at the final step "
         "on the exhaustive 2-var union"),
     "f-short": SweepPreset(
