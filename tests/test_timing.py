@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from assign_add import stats
 from assign_add.analysis import timing
 
 CHECKPOINTS = list(range(0, 8001, 250))
@@ -46,11 +47,11 @@ def test_kaplan_meier_against_a_hand_computed_case():
     # binding at 2000, 3000, 4000, 5000; censored (not bound) at 5000 and 6000.  At risk / events:
     # 2000: 6/1 → 5/6; 3000: 5/1 → 4/6; 4000: 4/1 → 3/6; 5000: 3/1 (the seed censored at 5000 is
     # still at risk there) → 2/6.  Median: the first step with S ≤ 0.5, 4000.
-    curve = timing.kaplan_meier([3000, 4000, 5000, 5000, 6000, 2000], [True, True, False, True, False, True])
+    curve = stats.kaplan_meier([3000, 4000, 5000, 5000, 6000, 2000], [True, True, False, True, False, True])
     assert [t for t, _ in curve] == [2000, 3000, 4000, 5000]
     assert [s for _, s in curve] == pytest.approx([5 / 6, 4 / 6, 3 / 6, 2 / 6])
-    assert timing.km_median(curve) == 4000
-    assert timing.km_median(timing.kaplan_meier([1000, 9000, 9000], [True, False, False])) is None, "median beyond T"
+    assert stats.km_median(curve) == 4000
+    assert stats.km_median(stats.kaplan_meier([1000, 9000, 9000], [True, False, False])) is None, "median beyond T"
     # 4 of 6: the Wilson 95 % interval (0.300, 0.903)
     assert timing.wilson_interval(4, 6) == pytest.approx((0.2999, 0.9032), abs=1e-3)
 

@@ -61,3 +61,35 @@ def spearman(x: list[float], y: list[float]) -> tuple[float | None, float | None
         return rho, 0.0, "t approximation"
     tstat = rho * math.sqrt((n - 2) / (1 - rho * rho))
     return rho, float(2 * t_dist.sf(abs(tstat), n - 2)), "t approximation"
+
+
+def kaplan_meier(times: list[float], observed: list[bool]) -> list[tuple[float, float]]:
+    """The Kaplan–Meier estimate of P(T > t): ``[(t, S(t))]`` at each distinct time with an event.
+
+    ``times[i]`` is run i's binding step when ``observed[i]``, else its censoring step (the last step
+    it was watched without binding).  A run censored at t is still at risk at t (it was seen not
+    bound there), the usual convention for ties."""
+    t = np.asarray(times, dtype=float)
+    e = np.asarray(observed, dtype=bool)
+    curve, surv = [], 1.0
+    for x in np.unique(t[e]):
+        at_risk = int((t >= x).sum())
+        events = int(((t == x) & e).sum())
+        surv *= 1.0 - events / at_risk
+        curve.append((float(x), surv))
+    return curve
+
+
+def km_median(curve: list[tuple[float, float]]) -> float | None:
+    """The smallest time with S(t) ≤ 0.5; None when the curve never gets there (the median lies
+    beyond the last censoring time)."""
+    return next((t for t, s in curve if s <= 0.5), None)
+
+
+def auc(x: np.ndarray, y: np.ndarray) -> float | None:
+    """P(a bound run's value > a non-bound run's), ties counting half (the Mann–Whitney AUC)."""
+    pos, neg = x[y == 1], x[y == 0]
+    if not len(pos) or not len(neg):
+        return None
+    diff = pos[:, None] - neg[None, :]
+    return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)

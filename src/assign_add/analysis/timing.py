@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from assign_add.analysis.spike import MEASURES, measure_series
-from assign_add.stats import spearman, wilson_interval
+from assign_add.stats import kaplan_meier, km_median, spearman, wilson_interval
 
 PHASES = ("addition", "binding", "refinement")
 RANGE_FRACTION = 0.5  # the fraction of a measure's range whose first crossing is its "step"
@@ -54,29 +54,6 @@ def phase_steps(analysis: dict) -> dict[str, int | None]:
     steps = d.get("steps") or []
     out["last_step"] = int(steps[-1]) if steps else None  # where a run that has not bound is censored
     return out
-
-
-def kaplan_meier(times: list[float], observed: list[bool]) -> list[tuple[float, float]]:
-    """The Kaplan–Meier estimate of P(T > t): ``[(t, S(t))]`` at each distinct time with an event.
-
-    ``times[i]`` is run i's binding step when ``observed[i]``, else its censoring step (the last step
-    it was watched without binding).  A run censored at t is still at risk at t (it was seen not
-    bound there), the usual convention for ties."""
-    t = np.asarray(times, dtype=float)
-    e = np.asarray(observed, dtype=bool)
-    curve, surv = [], 1.0
-    for x in np.unique(t[e]):
-        at_risk = int((t >= x).sum())
-        events = int(((t == x) & e).sum())
-        surv *= 1.0 - events / at_risk
-        curve.append((float(x), surv))
-    return curve
-
-
-def km_median(curve: list[tuple[float, float]]) -> float | None:
-    """The smallest time with S(t) ≤ 0.5; None when the curve never gets there (the median lies
-    beyond the last censoring time)."""
-    return next((t for t, s in curve if s <= 0.5), None)
 
 
 def binding_survival(per_seed: list[dict[str, int | None]]) -> dict | None:

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 from scipy.stats import CensoredData, fisher_exact, logrank
 
-from assign_add.analysis.timing import kaplan_meier, km_median
+from assign_add.stats import kaplan_meier, km_median
 from assign_add import config as config_mod
 from assign_add.io import read_jsonl
 from assign_add.stats import wilson_interval

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from assign_add.stats import auc
 from assign_add.run import RunDir
 
 EARLY_STEP = 1500
@@ -118,15 +119,6 @@ def loo_accuracy(x: np.ndarray, y: np.ndarray, l2: float = L2) -> float:
         guess = float(((x[i] - mu) / sd) @ w + b) > 0
         hits += guess == bool(y[i])
     return hits / len(y)
-
-
-def auc(x: np.ndarray, y: np.ndarray) -> float | None:
-    """P(a bound run's value > a non-bound run's), ties counting half (the Mann–Whitney AUC)."""
-    pos, neg = x[y == 1], x[y == 0]
-    if not len(pos) or not len(neg):
-        return None
-    diff = pos[:, None] - neg[None, :]
-    return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
 
 
 def predictor_test(rows: list[dict[str, float]], bound: list[bool], early_step: int = EARLY_STEP,
