@@ -102,37 +102,33 @@ def test_a_full_rank_resample_of_the_residual_is_the_whole_patch(setup):
     torch.testing.assert_close(patched, source, rtol=1e-4, atol=1e-4)
 
 
+def _ablated_logits(model, tokens: np.ndarray):
+    """(hook name, mode, clean final logits, final logits with that ablation) for the four component
+    ablations of the causal claims in both modes."""
+    perm, last = circuits.derangement(len(tokens)), model.cfg.n_layers - 1
+    with torch.no_grad():
+        clean = model(torch.as_tensor(tokens))[:, -1]
+        for mode in circuits.MODES:
+            for hook in (circuits.layer1_head(mode, perm), circuits.layer2_routing(last, mode, perm),
+                         circuits.layer2_head_output(last, mode, perm),
+                         circuits.mlp_neurons(last, np.arange(0, 512, 3), mode, perm)):
+                yield hook[0], mode, clean, model.run_with_hooks(torch.as_tensor(tokens), fwd_hooks=[hook])[:, -1]
+
+
 def test_ablating_a_batch_of_identical_sequences_changes_nothing(setup):
     vocab, sets, model = setup
     batch = sets["1var_heldout"].take(np.zeros(16, dtype=np.int64))  # one sequence, 16 times
-    perm = circuits.derangement(len(batch))
-    last = model.cfg.n_layers - 1
-    with torch.no_grad():
-        clean = model(torch.as_tensor(batch.tokens))[:, -1]
-        for mode in circuits.MODES:
-            for hook in (circuits.layer1_head(mode, perm), circuits.layer2_routing(last, mode, perm),
-                         circuits.layer2_head_output(last, mode, perm),
-                         circuits.mlp_neurons(last, np.arange(0, 512, 3), mode, perm)):
-                out = model.run_with_hooks(torch.as_tensor(batch.tokens), fwd_hooks=[hook])[:, -1]
-                torch.testing.assert_close(out, clean, rtol=1e-5, atol=1e-5)
+    for _, _, clean, out in _ablated_logits(model, batch.tokens):
+        torch.testing.assert_close(out, clean, rtol=1e-5, atol=1e-5)
 
 
 def test_every_ablation_changes_the_answers_of_different_sequences(setup):
-    """The counterpart of the test above: on 16 different sequences each hook changes the final logits."""
+    """The counterpart of the test above: on 16 different sequences each hook changes the final logits. A
+    hook that did nothing would leave the computation, and so every logit, exactly as it was (random weights
+    attend almost uniformly, so the routing's change is small: 3e-4 here)."""
     vocab, sets, model = setup
-    batch = sets["1var_heldout"].take(slice(0, 16))
-    perm = circuits.derangement(len(batch))
-    last = model.cfg.n_layers - 1
-    with torch.no_grad():
-        clean = model(torch.as_tensor(batch.tokens))[:, -1]
-        for mode in circuits.MODES:
-            for hook in (circuits.layer1_head(mode, perm), circuits.layer2_routing(last, mode, perm),
-                         circuits.layer2_head_output(last, mode, perm),
-                         circuits.mlp_neurons(last, np.arange(0, 512, 3), mode, perm)):
-                out = model.run_with_hooks(torch.as_tensor(batch.tokens), fwd_hooks=[hook])[:, -1]
-                # a hook that did nothing leaves the computation, and so every logit, exactly as it was (random
-                # weights attend almost uniformly, so the routing's change is small: 3e-4 here)
-                assert not torch.equal(out, clean), (hook[0], mode)
+    for name, mode, clean, out in _ablated_logits(model, sets["1var_heldout"].take(slice(0, 16)).tokens):
+        assert not torch.equal(out, clean), (name, mode)
 
 
 def test_mean_ablation_gives_every_sequence_the_same_activation():
