@@ -75,6 +75,10 @@ class TaskConfig:
     forbidden_left: list[str] = field(default_factory=lambda: ["k", "l"])
     forbidden_right: list[str] = field(default_factory=lambda: ["a", "b"])
     mixture: Mixture = field(default_factory=Mixture)
+    # another mixture for the training batches of the first early_mixture_until steps (0: never), e.g. more
+    # 1-var queries early; the evaluation sets do not change
+    early_mixture: Mixture = field(default_factory=Mixture)
+    early_mixture_until: int = 0
     r: float = 1.0
     eval_seed: int = 1234
     eval_pool_size: int = 2000
@@ -124,6 +128,14 @@ class TrainConfig:
     # else fp32; settled by validate() and recorded as fp32 or bf16 in the run's config.toml
     precision: str = "auto"
     threads: int = 0
+    # the attention QK weights (W_Q, W_K of every layer: the binding circuit's routing) train at this multiple
+    # of lr (1: one learning rate for all)
+    qk_lr_scale: float = 1.0
+    # a learning-rate warm restart: at update lr_restart_at (0: none) lr jumps to lr_restart_peak x lr and
+    # falls back to lr along a half cosine over lr_restart_steps updates
+    lr_restart_at: int = 0
+    lr_restart_peak: float = 3.0
+    lr_restart_steps: int = 2000
     compile: bool = False  # torch.compile the training step's forward (faster for long runs; ~30 s to compile)
     # where evaluation records go: "jsonl" (metrics.jsonl, always written), "tensorboard", "wandb"
     log_to: list[str] = field(default_factory=lambda: ["jsonl"])
@@ -201,6 +213,7 @@ QUERY_LENGTH = 4
 def _validate_task(t: TaskConfig) -> None:
     _check_finite("task", t)
     _check_finite("task.mixture", t.mixture)
+    _check_finite("task.early_mixture", t.early_mixture)
     _check_seeds("task", t, ("split_seed", "eval_seed"))
     if not isinstance(t.modulus, int) or t.modulus < 2:
         raise ConfigError("task.modulus", f"must be an integer >= 2, got {t.modulus!r}")
@@ -247,14 +260,21 @@ def _validate_task(t: TaskConfig) -> None:
                 raise ConfigError(f"task.{name}", f"unknown variable {v!r} (variables: {''.join(t.variables)})")
     if len(t.forbidden_left) >= len(t.variables) or len(t.forbidden_right) >= len(t.variables):
         raise ConfigError("task.forbidden_left", "every variable is forbidden on one side")
-    shares = t.mixture.as_list()
-    for name, share in zip(QUERY_TYPES, shares):
-        if not (0.0 <= share <= 1.0):
-            raise ConfigError(f"task.mixture.{name}", f"must be in [0, 1], got {share}")
-    if abs(sum(shares) - 1.0) > 1e-6:
-        raise ConfigError("task.mixture", f"shares must sum to 1, got {sum(shares):.6g}")
+    _check_mixture("task.mixture", t.mixture)
+    _check_mixture("task.early_mixture", t.early_mixture)
+    if t.early_mixture_until < 0:
+        raise ConfigError("task.early_mixture_until", f"must be >= 0 (0: never), got {t.early_mixture_until}")
     if t.eval_pool_size < 1:
         raise ConfigError("task.eval_pool_size", f"must be >= 1, got {t.eval_pool_size}")
+
+
+def _check_mixture(name: str, mixture: Mixture) -> None:
+    shares = mixture.as_list()
+    for kind, share in zip(QUERY_TYPES, shares):
+        if not (0.0 <= share <= 1.0):
+            raise ConfigError(f"{name}.{kind}", f"must be in [0, 1], got {share}")
+    if abs(sum(shares) - 1.0) > 1e-6:
+        raise ConfigError(name, f"shares must sum to 1, got {sum(shares):.6g}")
 
 
 def _validate_model(m: ModelConfig) -> None:
@@ -302,6 +322,13 @@ def _validate_train(t: TrainConfig) -> None:
         raise ConfigError("train.lr", f"must be > 0, got {t.lr}")
     if t.weight_decay < 0:
         raise ConfigError("train.weight_decay", f"must be >= 0, got {t.weight_decay}")
+    for name in ("qk_lr_scale", "lr_restart_peak"):
+        if getattr(t, name) <= 0:
+            raise ConfigError(f"train.{name}", f"must be > 0, got {getattr(t, name)}")
+    if t.lr_restart_at < 0:
+        raise ConfigError("train.lr_restart_at", f"must be >= 0 (0: no restart), got {t.lr_restart_at}")
+    if t.lr_restart_steps < 1:
+        raise ConfigError("train.lr_restart_steps", f"must be >= 1, got {t.lr_restart_steps}")
     for name in ("beta1", "beta2"):
         if not (0.0 <= getattr(t, name) < 1.0):
             raise ConfigError(f"train.{name}", f"must be in [0, 1), got {getattr(t, name)}")

@@ -218,6 +218,34 @@ def survival_compare_cmd(
         console.print(f"wrote {out}", highlight=False)
 
 
+@app.command("survival-rescue")
+@user_errors
+def survival_rescue_cmd(
+    default: Path = typer.Argument(..., help="the default study's survival.json (or its folder)"),
+    arms: list[str] = typer.Option(..., "--arm", help="NAME=PATH: one rescue arm's survival.json (repeatable)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the table as JSON here"),
+) -> None:
+    """Rescue arms against the default on the same seeds: bound by the horizon, Holm-adjusted Fisher, cost."""
+    from assign_add.io import atomic_write_json
+    from assign_add.studies.rescue import rescue, rescue_lines
+
+    check_new_file_out(out)
+    paths: dict[str, Path] = {}
+    for spec in arms:
+        name, sep, path = spec.partition("=")
+        if not sep or not name or not path:
+            raise ConfigError("--arm", f"{spec!r}: expected NAME=PATH")
+        if name in paths:
+            raise ConfigError("--arm", f"{name} given twice")
+        paths[name] = Path(path)
+    res = rescue(default, paths)
+    for line in rescue_lines(res):
+        console.print(line, highlight=False, soft_wrap=True)
+    if out is not None:
+        atomic_write_json(out, res)
+        console.print(f"wrote {out}", highlight=False)
+
+
 @app.command("survival-norm")
 @user_errors
 def survival_norm_cmd(

@@ -19,6 +19,7 @@ seed and step (which makes resuming exact).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -194,9 +195,14 @@ class Sampler:
         self.vocab = Vocab.from_task(task)
         self.parts = parts if parts is not None else build_partitions(task)
         self.spec = training_spec(task, self.parts)
+        self.early_spec = training_spec(dataclasses.replace(task, mixture=task.early_mixture), self.parts)
         self.seed = seed
+
+    def spec_at(self, step: int) -> SamplingSpec:
+        """The sampling spec of step ``step``: the early mixture's before ``task.early_mixture_until``."""
+        return self.early_spec if step < self.task.early_mixture_until else self.spec
 
     def batch(self, step: int, size: int) -> Batch:
         rng = np.random.default_rng([self.seed, step])
-        return sample(rng, self.vocab, self.task, self.spec, size)
+        return sample(rng, self.vocab, self.task, self.spec_at(step), size)
 

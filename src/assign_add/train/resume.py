@@ -34,10 +34,9 @@ RESUMABLE_CHANGES = {"train.steps", "train.device", "train.threads", "train.log_
 
 
 def save_state(path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer, step: int, extra: dict) -> None:
-    names = [n for n, _ in model.named_parameters()]
     tensors = {f"param/{n}": p.detach().cpu().contiguous() for n, p in model.named_parameters()}
-    for i, n in enumerate(names):
-        st = opt.state.get(opt.param_groups[0]["params"][i], {})
+    for n, p in model.named_parameters():
+        st = opt.state.get(p, {})
         for key, value in st.items():
             tensors[f"{key}/{n}"] = torch.as_tensor(value).detach().cpu().contiguous().reshape(-1) if key == "step" else value.detach().cpu().contiguous()
     meta = {"step": str(step), "extra": json.dumps(extra)}
@@ -58,11 +57,13 @@ def load_state(path: Path, model: torch.nn.Module, opt: torch.optim.Optimizer) -
     with torch.no_grad():
         for n, p in model.named_parameters():
             p.copy_(tensors[f"param/{n}"])
+    # the optimiser's state dict numbers parameters in the order of its groups (not always the model's)
+    index = {id(p): i for i, p in enumerate(p for g in opt.param_groups for p in g["params"])}
     state = {}
-    for i, (n, p) in enumerate(model.named_parameters()):
+    for n, p in model.named_parameters():
         if f"exp_avg/{n}" not in tensors:
             continue
-        state[i] = {
+        state[index[id(p)]] = {
             "step": tensors[f"step/{n}"].reshape(()).clone(),
             "exp_avg": tensors[f"exp_avg/{n}"].to(device),
             "exp_avg_sq": tensors[f"exp_avg_sq/{n}"].to(device),
