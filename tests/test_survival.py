@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from assign_add.stats import auc
-from assign_add.studies.early import FEATURES, fit_logistic_regression, loo_accuracy, predictor_test
+from assign_add.stats import auc, fit_logistic_regression, loo_accuracy
+from assign_add.studies.early import FEATURES, predictor_test
 from assign_add.cli import app
 from assign_add.run import RunError
 from assign_add.studies.survival import SeedRow, in_progress, markdown, plan, run_survival, summarize

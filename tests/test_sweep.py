@@ -17,10 +17,11 @@ import pytest
 
 from assign_add.config import ConfigError
 from assign_add.parallel import watch_parent
+from assign_add.stats import interpolated_crossing, logistic
 from assign_add.sweep.backends import SweepProgress, poll_progress
 from assign_add.sweep.spec import AUTHORS_F_GRID, PRESETS, THRESHOLD_ACC as LEVEL, make_spec
 from assign_add.sweep.sweep import run_sweep
-from assign_add.sweep.threshold import estimate_threshold, interpolated_crossing, logistic
+from assign_add.sweep.threshold import estimate_threshold
 
 
 GRID = np.asarray(AUTHORS_F_GRID)

@@ -1,5 +1,15 @@
 """Statistics as pure functions: arrays in, numbers out, nothing of the project imported.
 
+- **proportions and ranks**: :func:`wilson_interval` (a proportion's 95 % interval), :func:`spearman`
+  (ρ with an exact or t-approximation p), :func:`auc` (the Mann–Whitney AUC);
+- **time to event**: :func:`kaplan_meier`, :func:`km_median`, :func:`logrank_p` (two samples of times with
+  event flags; ``assign-add survival-compare``);
+- **curve fits** (a sweep's threshold, :mod:`assign_add.sweep.threshold`): :func:`monotone_fit` and
+  :func:`monotone_crossing` (isotonic), :func:`interpolated_crossing` (piecewise linear), :func:`logistic`,
+  :class:`Logistic` and :func:`fit_logistic_curve` (free asymptotes);
+- **classification** (the early predictor, :mod:`assign_add.studies.early`): :func:`fit_logistic_regression`
+  (L2-penalised, penalty :data:`L2`), :func:`standardiser`, :func:`loo_accuracy`.
+
 Small samples get exact answers: a rank correlation over fewer than ``EXACT_MAX_N`` pairs has its
 p-value from every permutation, never from the large-sample approximation (with 3 seeds the
 smallest two-sided p there is 1/3, not 0).
@@ -9,10 +19,15 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
+from dataclasses import dataclass
 
 import numpy as np
+from scipy.optimize import OptimizeWarning, curve_fit, isotonic_regression
+from scipy.stats import CensoredData, logrank
 
 EXACT_MAX_N = 9  # up to 9! = 362,880 permutations: exact; above, the t approximation
+L2 = 1.0  # the logistic regression's penalty λ (scikit-learn's default C = 1; not tuned)
 
 
 def wilson_interval(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -93,3 +108,131 @@ def auc(x: np.ndarray, y: np.ndarray) -> float | None:
         return None
     diff = pos[:, None] - neg[None, :]
     return float(((diff > 0).sum() + 0.5 * (diff == 0).sum()) / diff.size)
+
+
+def logrank_p(times_a: list[float], events_a: list[bool], times_b: list[float],
+              events_b: list[bool]) -> float | None:
+    """Two-sided log-rank p-value of sample a's times to event against sample b's (in
+    ``assign-add survival-compare``, time to binding): ``times_a[i]`` is the event time of a's i-th member
+    when ``events_a[i]``, else its censoring time.  None when no member of either sample has an event."""
+    if not any(events_a) and not any(events_b):
+        return None
+
+    def data(times: list[float], events: list[bool]) -> CensoredData:
+        return CensoredData(uncensored=[t for t, e in zip(times, events) if e],
+                            right=[t for t, e in zip(times, events) if not e])
+
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = float(logrank(data(times_a, events_a), data(times_b, events_b)).pvalue)
+    # zero variance (every member at risk had its event at the same time): the data cannot tell them apart
+    return 1.0 if math.isnan(p) else p
+
+
+@dataclass
+class Logistic:
+    lo: float
+    hi: float
+    x0: float
+    scale: float
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        return logistic(x, self.x0, self.scale, self.lo, self.hi)
+
+    def crossing(self, level: float) -> float | None:
+        """Where the curve reaches ``level`` (None if it never does)."""
+        if self.hi <= level:
+            return None
+        if self.lo >= level:
+            return -np.inf
+        return float(self.x0 + self.scale * np.log((level - self.lo) / (self.hi - level)))
+
+
+def logistic(x: np.ndarray, x0: float, scale: float, lo: float, hi: float = 1.0) -> np.ndarray:
+    z = (np.asarray(x, dtype=float) - x0) / scale
+    return lo + (hi - lo) * 0.5 * (1.0 + np.tanh(z / 2.0))  # the logistic, without overflow
+
+
+def fit_logistic_curve(x: np.ndarray, y: np.ndarray, start: Logistic | None = None) -> Logistic | None:
+    """Least-squares logistic with free asymptotes in [0, 1] (None when the fit fails)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    span = max(float(x.max() - x.min()), 1e-9)
+    mid = float(x[np.argmin(np.abs(y - (y.min() + y.max()) / 2))])
+    p0 = [mid, span / 10, float(y.min()), float(y.max())] if start is None else \
+        [start.x0, start.scale, start.lo, start.hi]
+    bounds = ([x.min() - span, span * 1e-4, 0.0, 0.0], [x.max() + span, span, 1.0, 1.0])
+    p0 = list(np.clip(p0, bounds[0], bounds[1]))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", OptimizeWarning)
+            (x0, s, lo, hi), _ = curve_fit(lambda t, a, b, c, d: logistic(t, a, b, c, d), x, y, p0=p0,
+                                           bounds=bounds, maxfev=20_000)
+    except (RuntimeError, ValueError):
+        return None
+    return Logistic(float(min(lo, hi)), float(max(lo, hi)), float(x0), float(s))
+
+
+def monotone_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(unique sorted x, non-decreasing least-squares fit); repeated x are averaged (weighted)."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ux, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
+    means = np.bincount(inv, weights=y) / counts
+    return ux, isotonic_regression(means, weights=counts.astype(float), increasing=True).x
+
+
+def monotone_crossing(x: np.ndarray, y: np.ndarray, level: float) -> float | None:
+    """The smallest x from which the monotone fit stays >= ``level`` (None if it never gets there)."""
+    ux, fit = monotone_fit(x, y)
+    above = np.nonzero(fit >= level - 1e-12)[0]
+    return float(ux[above[0]]) if len(above) else None
+
+
+def interpolated_crossing(x: np.ndarray, y: np.ndarray, level: float) -> float | None:
+    """The first x where the piecewise-linear curve through (x, y) reaches ``level``."""
+    order = np.argsort(x)
+    x, y = np.asarray(x, float)[order], np.asarray(y, float)[order]
+    for i in range(len(x)):
+        if y[i] >= level:
+            if i == 0:
+                return float(x[0])
+            return float(x[i - 1] + (level - y[i - 1]) * (x[i] - x[i - 1]) / (y[i] - y[i - 1]))
+    return None
+
+
+def fit_logistic_regression(x: np.ndarray, y: np.ndarray, l2: float = L2, iters: int = 50) -> tuple[np.ndarray, float]:
+    """Weights and intercept minimising the summed log-loss + ``l2``/2·|w|² (intercept not penalised; with
+    l2 = 1 this is scikit-learn's default C = 1), by Newton's method: the objective is convex, so the
+    point where its gradient vanishes is the minimum."""
+    n, d = x.shape
+    a = np.hstack([x, np.ones((n, 1))])
+    w = np.zeros(d + 1)
+    pen = np.full(d + 1, l2)
+    pen[-1] = 0.0
+    for _ in range(iters):
+        p = 1.0 / (1.0 + np.exp(-(a @ w)))
+        grad = a.T @ (p - y) + pen * w
+        hess = (a * (p * (1 - p))[:, None]).T @ a + np.diag(pen) + 1e-9 * np.eye(d + 1)
+        step = np.linalg.solve(hess, grad)
+        w -= step
+        if np.abs(step).max() < 1e-10:
+            break
+    return w[:-1], float(w[-1])
+
+
+def standardiser(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and sd of each column of ``x`` (an sd of 0 taken as 1, so a constant measure adds nothing)."""
+    mu, sd = x.mean(0), x.std(0)
+    sd[sd == 0] = 1.0
+    return mu, sd
+
+
+def loo_accuracy(x: np.ndarray, y: np.ndarray, l2: float = L2) -> float:
+    """Leave-one-out accuracy of the standardised L2 logistic regression (standardised on the training
+    fold only, so the held-out run leaks nothing)."""
+    hits = 0
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        mu, sd = standardiser(x[keep])
+        w, b = fit_logistic_regression((x[keep] - mu) / sd, y[keep], l2)
+        guess = float(((x[i] - mu) / sd) @ w + b) > 0
+        hits += guess == bool(y[i])
+    return hits / len(y)

@@ -17,17 +17,15 @@ verdict say how large.  Seeds run in both studies are paired descriptively (same
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 
-import numpy as np
-from scipy.stats import CensoredData, fisher_exact, logrank
+from scipy.stats import fisher_exact
 
-from assign_add.stats import kaplan_meier, km_median
 from assign_add import config as config_mod
+from assign_add import stats
 from assign_add.io import read_jsonl
-from assign_add.stats import wilson_interval
 from assign_add.run import RunDir, RunError
+from assign_add.stats import kaplan_meier, km_median, wilson_interval
 from assign_add.studies.early import EARLY_STEP
 from assign_add.studies.survival import SeedRow, bound_by, read_summary, training_of
 
@@ -41,19 +39,10 @@ def _times(rows: list[SeedRow]) -> tuple[list[float], list[bool]]:
 
 
 def logrank_p(a: list[SeedRow], b: list[SeedRow]) -> float | None:
-    """Two-sided log-rank p-value of time to binding in ``a`` against ``b`` (None when no run bound in either)."""
+    """Two-sided log-rank p-value of time to binding in ``a`` against ``b`` (None when no run bound in either;
+    :func:`assign_add.stats.logrank_p` on :func:`_times`)."""
     (ta, ea), (tb, eb) = _times(a), _times(b)
-    if not any(ea) and not any(eb):
-        return None
-
-    def data(times: list[float], events: list[bool]) -> CensoredData:
-        return CensoredData(uncensored=[t for t, e in zip(times, events) if e],
-                            right=[t for t, e in zip(times, events) if not e])
-
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = float(logrank(data(ta, ea), data(tb, eb)).pvalue)
-    # zero variance (every run at risk bound at the same step): the data cannot tell the studies apart
-    return 1.0 if math.isnan(p) else p
+    return stats.logrank_p(ta, ea, tb, eb)
 
 
 def _side(rows: list[SeedRow], horizon: int) -> dict:

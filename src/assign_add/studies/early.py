@@ -8,7 +8,8 @@ the positional previous-token match), and the parameter norm at initialisation a
 ``EARLY_STEP``.  The list is fixed here, before any outcome was seen.
 
 The predictor (:func:`predictor_test`) is an L2-regularised logistic regression on the standardised
-measures (λ = 1, scikit-learn's default C = 1; not tuned), scored by leave-one-out accuracy.  Its null
+measures (λ = 1, scikit-learn's default C = 1; not tuned), scored by leave-one-out accuracy (both in
+:mod:`assign_add.stats`).  Its null
 is the base rate (always guessing the commoner outcome) and a permutation test: the same
 leave-one-out accuracy with the outcomes shuffled among the runs.
 """
@@ -18,11 +19,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from assign_add.stats import auc
 from assign_add.run import RunDir
+from assign_add.stats import L2, auc, fit_logistic_regression, loo_accuracy, standardiser
 
 EARLY_STEP = 1500
-L2 = 1.0
 PERMUTATIONS = 200
 PERMUTATION_SEED = 0
 
@@ -76,49 +76,9 @@ def early_llc(run: RunDir, step: int = EARLY_STEP) -> float:
     return float(estimate_llc(run.load_model(step), llc_batch(run)).llc_mean)
 
 
-def fit_logistic_regression(x: np.ndarray, y: np.ndarray, l2: float = L2, iters: int = 50) -> tuple[np.ndarray, float]:
-    """Weights and intercept minimising the summed log-loss + ``l2``/2·|w|² (intercept not penalised; with
-    l2 = 1 this is scikit-learn's default C = 1), by Newton's method: the objective is convex, so the
-    point where its gradient vanishes is the minimum."""
-    n, d = x.shape
-    a = np.hstack([x, np.ones((n, 1))])
-    w = np.zeros(d + 1)
-    pen = np.full(d + 1, l2)
-    pen[-1] = 0.0
-    for _ in range(iters):
-        p = 1.0 / (1.0 + np.exp(-(a @ w)))
-        grad = a.T @ (p - y) + pen * w
-        hess = (a * (p * (1 - p))[:, None]).T @ a + np.diag(pen) + 1e-9 * np.eye(d + 1)
-        step = np.linalg.solve(hess, grad)
-        w -= step
-        if np.abs(step).max() < 1e-10:
-            break
-    return w[:-1], float(w[-1])
-
-
 def feature_matrix(rows: list[dict[str, float]], features: dict[str, str] = FEATURES) -> np.ndarray:
     """``[runs, features]``: each run's measures in the order of ``features``."""
     return np.asarray([[r[k] for k in features] for r in rows], dtype=float).reshape(len(rows), len(features))
-
-
-def standardiser(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and sd of each column of ``x`` (an sd of 0 taken as 1, so a constant measure adds nothing)."""
-    mu, sd = x.mean(0), x.std(0)
-    sd[sd == 0] = 1.0
-    return mu, sd
-
-
-def loo_accuracy(x: np.ndarray, y: np.ndarray, l2: float = L2) -> float:
-    """Leave-one-out accuracy of the standardised L2 logistic regression (standardised on the training
-    fold only, so the held-out run leaks nothing)."""
-    hits = 0
-    for i in range(len(y)):
-        keep = np.arange(len(y)) != i
-        mu, sd = standardiser(x[keep])
-        w, b = fit_logistic_regression((x[keep] - mu) / sd, y[keep], l2)
-        guess = float(((x[i] - mu) / sd) @ w + b) > 0
-        hits += guess == bool(y[i])
-    return hits / len(y)
 
 
 def predictor_test(rows: list[dict[str, float]], bound: list[bool], early_step: int = EARLY_STEP,

@@ -19,8 +19,9 @@ from assign_add.analysis.criteria import BINDING_ACC, BINDING_SET
 from assign_add.config import ConfigError
 from assign_add.io import atomic_write_json, atomic_write_text
 from assign_add.run import RunDir
+from assign_add.stats import logistic
 from assign_add.sweep.spec import THRESHOLD_ACC, SweepSpec
-from assign_add.sweep.threshold import estimate_threshold, logistic
+from assign_add.sweep.threshold import estimate_threshold
 from assign_add.task.generator import training_type_probs
 
 # A point still rising by more than 2 accuracy points over the last third of its training is not

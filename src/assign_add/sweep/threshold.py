@@ -10,7 +10,9 @@
 
 Intervals are percentile bootstraps: over seeds when there are several (each replicate averages a
 resample of the seeds' curves), over points with one seed (each replicate resamples the swept
-values; duplicates are averaged), and the method says which.
+values; duplicates are averaged), and the method says which.  The fits themselves
+(:func:`~assign_add.stats.monotone_crossing`, :func:`~assign_add.stats.fit_logistic_curve`) live in
+:mod:`assign_add.stats`.
 """
 
 from __future__ import annotations
@@ -19,29 +21,11 @@ import warnings
 from dataclasses import asdict, dataclass
 
 import numpy as np
-from scipy.optimize import OptimizeWarning, curve_fit, isotonic_regression
+
+from assign_add.stats import fit_logistic_curve, monotone_crossing, monotone_fit
 
 N_BOOT = 1000  # replicates for the monotone estimate's interval
 N_BOOT_LOGISTIC = 200  # the logistic refits each replicate (slower); its interval uses the first 200
-
-
-@dataclass
-class Logistic:
-    lo: float
-    hi: float
-    x0: float
-    scale: float
-
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        return logistic(x, self.x0, self.scale, self.lo, self.hi)
-
-    def crossing(self, level: float) -> float | None:
-        """Where the curve reaches ``level`` (None if it never does)."""
-        if self.hi <= level:
-            return None
-        if self.lo >= level:
-            return -np.inf
-        return float(self.x0 + self.scale * np.log((level - self.lo) / (self.hi - level)))
 
 
 @dataclass
@@ -60,57 +44,6 @@ class Threshold:
 
     def to_json(self) -> dict:
         return asdict(self)
-
-
-def logistic(x: np.ndarray, x0: float, scale: float, lo: float, hi: float = 1.0) -> np.ndarray:
-    z = (np.asarray(x, dtype=float) - x0) / scale
-    return lo + (hi - lo) * 0.5 * (1.0 + np.tanh(z / 2.0))  # the logistic, without overflow
-
-
-def fit_logistic_curve(x: np.ndarray, y: np.ndarray, start: Logistic | None = None) -> Logistic | None:
-    """Least-squares logistic with free asymptotes in [0, 1] (None when the fit fails)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    span = max(float(x.max() - x.min()), 1e-9)
-    mid = float(x[np.argmin(np.abs(y - (y.min() + y.max()) / 2))])
-    p0 = [mid, span / 10, float(y.min()), float(y.max())] if start is None else \
-        [start.x0, start.scale, start.lo, start.hi]
-    bounds = ([x.min() - span, span * 1e-4, 0.0, 0.0], [x.max() + span, span, 1.0, 1.0])
-    p0 = list(np.clip(p0, bounds[0], bounds[1]))
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", OptimizeWarning)
-            (x0, s, lo, hi), _ = curve_fit(lambda t, a, b, c, d: logistic(t, a, b, c, d), x, y, p0=p0,
-                                           bounds=bounds, maxfev=20_000)
-    except (RuntimeError, ValueError):
-        return None
-    return Logistic(float(min(lo, hi)), float(max(lo, hi)), float(x0), float(s))
-
-
-def monotone_fit(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(unique sorted x, non-decreasing least-squares fit); repeated x are averaged (weighted)."""
-    x, y = np.asarray(x, float), np.asarray(y, float)
-    ux, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
-    means = np.bincount(inv, weights=y) / counts
-    return ux, isotonic_regression(means, weights=counts.astype(float), increasing=True).x
-
-
-def monotone_crossing(x: np.ndarray, y: np.ndarray, level: float) -> float | None:
-    """The smallest x from which the monotone fit stays >= ``level`` (None if it never gets there)."""
-    ux, fit = monotone_fit(x, y)
-    above = np.nonzero(fit >= level - 1e-12)[0]
-    return float(ux[above[0]]) if len(above) else None
-
-
-def interpolated_crossing(x: np.ndarray, y: np.ndarray, level: float) -> float | None:
-    """The first x where the piecewise-linear curve through (x, y) reaches ``level``."""
-    order = np.argsort(x)
-    x, y = np.asarray(x, float)[order], np.asarray(y, float)[order]
-    for i in range(len(x)):
-        if y[i] >= level:
-            if i == 0:
-                return float(x[0])
-            return float(x[i - 1] + (level - y[i - 1]) * (x[i] - x[i - 1]) / (y[i] - y[i - 1]))
-    return None
 
 
 def _interval(values: list[float]) -> tuple[float | None, float | None]:
