@@ -10,7 +10,8 @@ from scipy.stats import fisher_exact
 from typer.testing import CliRunner
 
 from assign_add.cli import app
-from assign_add.studies.rescue import extend_arm, fisher_power, holm, rescue, rescue_table
+from assign_add.stats import fisher_power, holm
+from assign_add.studies.rescue import extend_arm, rescue, rescue_table
 from assign_add.studies.survival import SeedRow
 
 SEEDS = range(132, 164)  # 32 seeds

@@ -2,6 +2,8 @@
 
 - **proportions and ranks**: :func:`wilson_interval` (a proportion's 95 % interval), :func:`spearman`
   (ρ with an exact or t-approximation p), :func:`auc` (the Mann–Whitney AUC);
+- **tests of two proportions**: :func:`fisher_power` (exact power of Fisher's test), :func:`holm` (Holm's
+  adjusted p-values over a family of tests; ``assign-add survival-rescue``);
 - **time to event**: :func:`kaplan_meier`, :func:`km_median`, :func:`logrank_p` (two samples of times with
   event flags; ``assign-add survival-compare``);
 - **curve fits** (a sweep's threshold, :mod:`assign_add.sweep.threshold`): :func:`monotone_fit` and
@@ -10,7 +12,7 @@
 - **classification** (the early predictor, :mod:`assign_add.studies.early`): :func:`fit_logistic_regression`
   (L2-penalised, penalty :data:`L2`), :func:`standardiser`, :func:`loo_accuracy`.
 
-Small samples get exact answers: a rank correlation over fewer than ``EXACT_MAX_N`` pairs has its
+Small samples get exact answers: a rank correlation over at most ``EXACT_MAX_N`` pairs has its
 p-value from every permutation, never from the large-sample approximation (with 3 seeds the
 smallest two-sided p there is 1/3, not 0).
 """
@@ -24,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit, isotonic_regression
-from scipy.stats import CensoredData, logrank
+from scipy.stats import CensoredData, binom, fisher_exact, logrank
 
 EXACT_MAX_N = 9  # up to 9! = 362,880 permutations: exact; above, the t approximation
 L2 = 1.0  # the logistic regression's penalty λ (scikit-learn's default C = 1; not tuned)
@@ -236,3 +238,27 @@ def loo_accuracy(x: np.ndarray, y: np.ndarray, l2: float = L2) -> float:
         guess = float(((x[i] - mu) / sd) @ w + b) > 0
         hits += guess == bool(y[i])
     return hits / len(y)
+
+
+def holm(pvalues: list[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values (None stays None and does not count as a test)."""
+    idx = sorted((i for i, p in enumerate(pvalues) if p is not None), key=lambda i: pvalues[i])
+    m, out, running = len(idx), [None] * len(pvalues), 0.0
+    for rank, i in enumerate(idx):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+def fisher_power(n_arm: int, n_default: int, p_arm: float, p_default: float, alpha: float) -> float:
+    """Exact power of the two-sided Fisher test at level ``alpha`` to find the arm better, when the arm binds with
+    probability ``p_arm`` and the default with ``p_default`` (every outcome pair enumerated)."""
+    pa, pd = binom.pmf(np.arange(n_arm + 1), n_arm, p_arm), binom.pmf(np.arange(n_default + 1), n_default, p_default)
+    power = 0.0
+    for a in range(n_arm + 1):
+        for d in range(n_default + 1):
+            if a / n_arm > d / n_default:
+                p = fisher_exact([[a, n_arm - a], [d, n_default - d]]).pvalue
+                if p < alpha:
+                    power += pa[a] * pd[d]
+    return float(power)

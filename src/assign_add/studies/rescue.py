@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import binom, fisher_exact
+from scipy.stats import fisher_exact
 
 from assign_add.run import RunError
-from assign_add.stats import wilson_interval
+from assign_add.stats import fisher_power, holm, wilson_interval
 from assign_add.studies.survival import SeedRow, bound_by, read_summary, training_of
 
 ALPHA = 0.05
@@ -55,30 +55,6 @@ class ArmResult:
     @property
     def rate(self) -> float | None:
         return self.bound / self.known if self.known else None
-
-
-def holm(pvalues: list[float | None]) -> list[float | None]:
-    """Holm's step-down adjusted p-values (None stays None and does not count as a test)."""
-    idx = sorted((i for i, p in enumerate(pvalues) if p is not None), key=lambda i: pvalues[i])
-    m, out, running = len(idx), [None] * len(pvalues), 0.0
-    for rank, i in enumerate(idx):
-        running = max(running, min(1.0, (m - rank) * pvalues[i]))
-        out[i] = running
-    return out
-
-
-def fisher_power(n_arm: int, n_default: int, p_arm: float, p_default: float, alpha: float) -> float:
-    """Exact power of the two-sided Fisher test at level ``alpha`` to find the arm better, when the arm binds with
-    probability ``p_arm`` and the default with ``p_default`` (every outcome pair enumerated)."""
-    pa, pd = binom.pmf(np.arange(n_arm + 1), n_arm, p_arm), binom.pmf(np.arange(n_default + 1), n_default, p_default)
-    power = 0.0
-    for a in range(n_arm + 1):
-        for d in range(n_default + 1):
-            if a / n_arm > d / n_default:
-                p = fisher_exact([[a, n_arm - a], [d, n_default - d]]).pvalue
-                if p < alpha:
-                    power += pa[a] * pd[d]
-    return float(power)
 
 
 def _outcomes(rows: list[SeedRow], horizon: int) -> dict[int, bool]:
