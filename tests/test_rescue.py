@@ -47,6 +47,7 @@ def test_planted_arms_get_their_verdicts():
     assert res["most"].verdict == "better than the default"  # 30/32 = 0.94 is short of 0.95
     assert res["worse"].verdict == "worse than the default"
     assert res["same"].verdict == "no detectable difference" and res["same"].fisher_p == pytest.approx(1.0)
+    assert res["same"].logrank_p == pytest.approx(1.0) and res["worse"].logrank_holm_p < 0.05
     assert res["all"].cost_steps == 5000 and res["all"].default_cost_steps == (22 * 3000 + 10 * 40_000) / 32
 
 

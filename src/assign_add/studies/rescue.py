@@ -12,6 +12,8 @@ default config) to the same horizon, each run stopped once bound.  The rule, fix
   least ``GOAL_MIN_SEEDS`` (32) seeds; otherwise "no detectable difference", printed with the test's power to
   detect an arm at the goal against the default's observed fraction (exact, at level 0.05 / arms: Bonferroni,
   which Holm's first step equals, so a lower bound on Holm's power).
+- **Secondary**: time to binding by the log-rank test against the default on the same seeds (runs censored where
+  they stopped unbound), Holm-adjusted over the arms on its own; reported beside the verdict, never changing it.
 - **Cost**: the mean number of steps a seed trains under the arm (until bound, or the horizon: the restricted
   mean time to binding), against the default's on the same seeds.
 - **Staging**: each arm first runs the default's first 16 seeds; it is extended to 32 seeds when it bound at least
@@ -27,7 +29,7 @@ import numpy as np
 from scipy.stats import fisher_exact
 
 from assign_add.run import RunError
-from assign_add.stats import fisher_power, holm, wilson_interval
+from assign_add.stats import fisher_power, holm, logrank_p, wilson_interval
 from assign_add.studies.survival import SeedRow, bound_by, read_summary, training_of
 
 ALPHA = 0.05
@@ -51,6 +53,8 @@ class ArmResult:
     holm_p: float | None
     power_at_goal: float | None
     verdict: str
+    logrank_p: float | None = None  # secondary: time to binding, each run censored where it stopped unbound
+    logrank_holm_p: float | None = None
 
     @property
     def rate(self) -> float | None:
@@ -99,15 +103,23 @@ def rescue_table(default: dict, arms: dict[str, dict]) -> list[ArmResult]:
         k, n = sum(out[x] for x in shared), len(shared)
         dk = sum(d_out[x] for x in shared)
         p = fisher_exact([[k, n - k], [dk, n - dk]]).pvalue if n else None
-        partial.append((name, rows, shared, k, n, dk, None if p is None else float(p)))
-    adjusted = holm([x[-1] for x in partial])
+        lr = logrank_p(*_times(rows, set(shared)), *_times(d_rows, set(shared))) if n else None
+        partial.append((name, rows, shared, k, n, dk, None if p is None else float(p), lr))
+    adjusted, lr_adjusted = holm([x[6] for x in partial]), holm([x[7] for x in partial])
     results = []
-    for (name, rows, shared, k, n, dk, p), hp in zip(partial, adjusted):
+    for (name, rows, shared, k, n, dk, p, lr), hp, lhp in zip(partial, adjusted, lr_adjusted):
         power = fisher_power(n, n, GOAL, dk / n, ALPHA / len(arms)) if n else None
         results.append(ArmResult(name, len(rows), n, k, wilson_interval(k, n), n, dk, _cost(rows, set(shared), horizon),
                                  _cost(d_rows, set(shared), horizon), p, hp, power, _verdict(n, k, n, dk, hp) if n else
-                                 "not measured"))
+                                 "not measured", lr, lhp))
     return results
+
+
+def _times(rows: list[SeedRow], seeds: set[int]) -> tuple[list[float], list[bool]]:
+    """Time to binding, or the step a run stopped unbound (censored), for the finished runs of ``seeds``."""
+    chosen = [r for r in rows if r.seed in seeds and r.finished]
+    return ([float(r.bound_at if r.bound_at is not None else r.reached) for r in chosen],
+            [r.bound_at is not None for r in chosen])
 
 
 def extend_arm(arm: dict, default: dict, first: int = FIRST_STAGE) -> bool:
@@ -141,8 +153,13 @@ def rescue_lines(res: dict) -> list[str]:
         lo, hi = a["ci95"]
         out.append(f"  {a['name']}: {a['bound']}/{a['known']} bound ({lo:.2f}-{hi:.2f}) against the default's "
                    f"{a['default_bound']}/{a['default_known']}; Fisher p {a['fisher_p']:.3g}, Holm {a['holm_p']:.3g}; "
+                   f"log-rank p {_p(a['logrank_p'])}, Holm {_p(a['logrank_holm_p'])}; "
                    f"mean steps {a['cost_steps']:,.0f} against {a['default_cost_steps']:,.0f}; {a['verdict']} "
                    f"(power to find an arm at the goal: {a['power_at_goal']:.2f})"
                    + ("" if a["known"] >= GOAL_MIN_SEEDS else
                       f"; extend to 32 seeds: {'yes' if a['extend_to_32'] else 'no'}"))
     return out
+
+
+def _p(p: float | None) -> str:
+    return "-" if p is None else f"{p:.3g}"
