@@ -6,10 +6,10 @@ Figures are printed, never asserted: the benchmark is a command (``assign-add be
 from __future__ import annotations
 
 import contextlib
-
+import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -330,3 +330,58 @@ def bench_paths(cfg: RunConfig, steps: int = 50, compiled: bool = True) -> list[
             out.append(bench_step(f"{label} + torch.compile", model, lambda tok, m=model, f=forward: f(m, tok), cfg,
                                   steps))
     return out
+
+
+SHAPE_BATCHES = (256, 512, 1024, 2048)
+
+
+def with_batch_size(cfg: RunConfig, batch_size: int) -> RunConfig:
+    """``cfg`` with ``train.batch_size`` replaced (the rest shared)."""
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=batch_size))
+
+
+def bench_batches(cfg: RunConfig, steps: int = 50, batches: Sequence[int] = SHAPE_BATCHES,
+                  compiled: bool = False) -> dict[int, float]:
+    """Milliseconds per fp32 engine training step (forward, backward, AdamW; sampling excluded, as
+    :func:`bench_step`) at each batch size, fresh weights of ``train.seed`` each; ``compiled``: through
+    the compiled engine a compiled run trains with (one graph per batch size, compiled in the untimed warm-up)."""
+    from assign_add.model.fast import compiled_answer_logits
+
+    device = resolve_device(cfg.train.device)
+    out: dict[int, float] = {}
+    for batch in batches:
+        model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed).to(device)
+        forward = compiled_answer_logits() if compiled else fast_answer_logits
+        b = bench_step("engine", model, lambda tok, m=model, f=forward: f(m, tok), with_batch_size(cfg, batch), steps)
+        out[batch] = b.ms_per_step
+    return out
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """A least-squares line ms = fixed + per-sequence cost · batch through measured step times."""
+
+    batches: tuple[int, ...]
+    ms: tuple[float, ...]  # measured ms per step at each batch size
+    fixed_ms: float  # the intercept: cost per step that does not grow with the batch
+    per_seq_us: float  # the slope, in microseconds per sequence
+    r2: float
+
+    def predicted_ms(self, batch: int) -> float:
+        return self.fixed_ms + self.per_seq_us * batch / 1e3
+
+    def fixed_share(self, batch: int = 512) -> float:
+        """The fixed cost's share of a step at ``batch`` sequences, on the fitted line."""
+        return self.fixed_ms / self.predicted_ms(batch)
+
+
+def fit_step_shape(ms_by_batch: dict[int, float]) -> StepShape:
+    """Fit ms = fixed + per_seq · batch by least squares (scipy.stats.linregress) to measured step times."""
+    from scipy.stats import linregress
+
+    batches = tuple(sorted(ms_by_batch))
+    if len(batches) < 2:
+        raise ValueError(f"a line needs at least two batch sizes, got {list(batches)}")
+    ms = tuple(float(ms_by_batch[b]) for b in batches)
+    fit = linregress(batches, ms)
+    return StepShape(batches, ms, float(fit.intercept), float(fit.slope) * 1e3, float(fit.rvalue) ** 2)

@@ -25,9 +25,11 @@ from assign_add.config import ConfigError, RunConfig
 def bench_cmd(
     overrides: Optional[list[str]] = OverridesArg,
     what: str = typer.Option("data,train,eval", "--what",
-                             help="comma-separated: data, train, eval, compile, profile, paths, targets, explore, precision "
-                                  "(the last two need --run)"),
+                             help="comma-separated: data, train, eval, compile, profile, paths, targets, shape, "
+                                  "explore, precision (the last two need --run)"),
     steps: int = typer.Option(50, "--steps", help="timed training steps per implementation"),
+    batches: str = typer.Option("256,512,1024,2048", "--batches",
+                                help="batch sizes for --what shape (comma-separated)"),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="run directory for --what explore / precision"),
     at: Optional[str] = typer.Option(None, "--at", help="checkpoint steps for --what precision, e.g. 5401,40000 "
                                      "(default: the last)"),
@@ -43,9 +45,11 @@ def bench_cmd(
     if steps < 1:
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     parts = {w.strip() for w in what.split(",")}
-    unknown = parts - {"data", "train", "eval", "compile", "profile", "paths", "targets", "explore", "precision"}
+    unknown = parts - {"data", "train", "eval", "compile", "profile", "paths", "targets", "shape", "explore",
+                       "precision"}
     if unknown:
         raise ConfigError("--what", f"unknown benchmark {', '.join(sorted(unknown))}")
+    batch_sizes = _positive_ints(batches, "--batches", at_least=2) if "shape" in parts else []
     for needs_run in sorted(parts & {"explore", "precision"}):
         if run_dir is None:
             raise ConfigError("--run", f"--what {needs_run} needs --run RUN (a run directory)")
@@ -64,6 +68,8 @@ def bench_cmd(
         _print_paths(bench, cfg, steps)
     if "targets" in parts:
         _print_targets(bench, cfg, steps)
+    if "shape" in parts:
+        _print_shape(bench, cfg, steps, batch_sizes)
     if "explore" in parts:
         from assign_add.explore.load import measure_rate
         from assign_add.run import open_run
@@ -87,6 +93,16 @@ def bench_cmd(
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _positive_ints(text: str, name: str, at_least: int, smallest: int = 1) -> list[int]:
+    """Distinct comma-separated integers, each at least ``smallest``, at least ``at_least`` of them, sorted."""
+    from assign_add.cli.common import _parse_ints
+
+    values = _parse_ints(text, name)
+    if any(v < smallest for v in values) or len(set(values)) != len(values) or len(values) < at_least:
+        raise ConfigError(name, f"expected at least {at_least} distinct integers >= {smallest}, got {text!r}")
+    return sorted(values)
 
 
 def _print_train_bench(bench, cfg: RunConfig, steps: int) -> float:
@@ -229,3 +245,25 @@ def _print_targets(bench, cfg: RunConfig, steps: int) -> None:
     console.print("training times are projections from the measured step and evaluation, runs packed perfectly on "
                   "the cores (a lower bound: no compile warm-up, checkpoints, analyses or contention); 'at the floor': "
                   "the same with every step only its matrix products at the peak", highlight=False)
+
+
+def _print_shape(bench, cfg: RunConfig, steps: int, batches: list[int]) -> None:
+    """The fp32 engine step's time against the batch size: a fixed cost per step and a cost per sequence,
+    eager and (where a C compiler exists) compiled, at the current torch threads."""
+    import torch
+
+    from assign_add.machine import has_c_compiler
+
+    threads = torch.get_num_threads()
+    for label, compiled in (("eager", False), ("compiled", True)):
+        if compiled and not has_c_compiler():
+            console.print("compiled: skipped (no C compiler for torch.compile)", highlight=False)
+            continue
+        shape = bench.fit_step_shape(bench.bench_batches(cfg, steps, batches, compiled=compiled))
+        table = Table(f"batch ({label} engine, fp32)", "ms/step", "µs per sequence")
+        for batch, ms in zip(shape.batches, shape.ms):
+            table.add_row(f"{batch:,}", f"{ms:.2f}", f"{1e3 * ms / batch:.2f}")
+        console.print(table)
+        console.print(f"{label}: fixed cost per step {shape.fixed_ms:.2f} ms ({shape.fixed_share(512):.0%} of a "
+                      f"step at batch 512), {shape.per_seq_us:.2f} µs per sequence, r² {shape.r2:.4f} "
+                      f"(least squares over {len(shape.batches)} batch sizes, {threads} torch threads)", highlight=False)
