@@ -6,10 +6,11 @@ Figures are printed, never asserted: the benchmark is a command (``assign-add be
 from __future__ import annotations
 
 import contextlib
-
+import copy
+import dataclasses
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 from torch import nn
@@ -330,3 +331,230 @@ def bench_paths(cfg: RunConfig, steps: int = 50, compiled: bool = True) -> list[
             out.append(bench_step(f"{label} + torch.compile", model, lambda tok, m=model, f=forward: f(m, tok), cfg,
                                   steps))
     return out
+
+
+SHAPE_BATCHES = (256, 512, 1024, 2048)
+
+
+def with_batch_size(cfg: RunConfig, batch_size: int) -> RunConfig:
+    """``cfg`` with ``train.batch_size`` replaced (the rest shared)."""
+    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, batch_size=batch_size))
+
+
+def bench_batches(cfg: RunConfig, steps: int = 50, batches: Sequence[int] = SHAPE_BATCHES,
+                  compiled: bool = False) -> dict[int, float]:
+    """Milliseconds per fp32 engine training step (forward, backward, AdamW; sampling excluded, as
+    :func:`bench_step`) at each batch size, fresh weights of ``train.seed`` each; ``compiled``: through
+    the compiled engine a compiled run trains with (one graph per batch size, compiled in the untimed warm-up)."""
+    from assign_add.model.fast import compiled_answer_logits
+
+    device = resolve_device(cfg.train.device)
+    out: dict[int, float] = {}
+    for batch in batches:
+        model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed).to(device)
+        forward = compiled_answer_logits() if compiled else fast_answer_logits
+        b = bench_step("engine", model, lambda tok, m=model, f=forward: f(m, tok), with_batch_size(cfg, batch), steps)
+        out[batch] = b.ms_per_step
+    return out
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """A least-squares line ms = fixed + per-sequence cost · batch through measured step times."""
+
+    batches: tuple[int, ...]
+    ms: tuple[float, ...]  # measured ms per step at each batch size
+    fixed_ms: float  # the intercept: cost per step that does not grow with the batch
+    per_seq_us: float  # the slope, in microseconds per sequence
+    r2: float
+
+    def predicted_ms(self, batch: int) -> float:
+        return self.fixed_ms + self.per_seq_us * batch / 1e3
+
+    def fixed_share(self, batch: int = 512) -> float:
+        """The fixed cost's share of a step at ``batch`` sequences, on the fitted line."""
+        return self.fixed_ms / self.predicted_ms(batch)
+
+
+def fit_step_shape(ms_by_batch: dict[int, float]) -> StepShape:
+    """Fit ms = fixed + per_seq · batch by least squares (scipy.stats.linregress) to measured step times."""
+    from scipy.stats import linregress
+
+    batches = tuple(sorted(ms_by_batch))
+    if len(batches) < 2:
+        raise ValueError(f"a line needs at least two batch sizes, got {list(batches)}")
+    ms = tuple(float(ms_by_batch[b]) for b in batches)
+    fit = linregress(batches, ms)
+    return StepShape(batches, ms, float(fit.intercept), float(fit.slope) * 1e3, float(fit.rvalue) ** 2)
+
+
+# --------------------------------------------------------------------------- K seeds in one stacked step
+
+STACK_SIZES = (2, 4, 8)
+STACK_GAIN_TO_KEEP = 1.3  # stacked training would earn a place in the toolkit only at this gain per seed or more
+
+
+class _SeedLoss(nn.Module):
+    """One seed's training loss as the trainer computes it: the engine's answer logits, mean cross-entropy."""
+
+    def __init__(self, model: AssignAddTransformer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, tokens: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+        return answer_loss(fast_answer_logits(self.model, tokens), answers)
+
+
+@dataclass
+class StackedSeeds:
+    """K models of one architecture trained as one: every parameter stacked on a leading seed axis
+    (``torch.func.stack_module_state``), the K losses from one ``torch.vmap`` of ``torch.func.functional_call``
+    through the engine's forward, and the trainer's AdamW over the stacked tensors.  AdamW is elementwise
+    and the trainer clips nothing, so each seed's update depends on its own gradient alone."""
+
+    params: dict[str, torch.Tensor]  # name -> [K, *shape]
+    buffers: dict[str, torch.Tensor]
+    opt: torch.optim.Optimizer
+    losses_of: Callable[..., torch.Tensor]  # (params, buffers, tokens [K,B,T], answers [K,B]) -> [K]
+
+    @property
+    def k(self) -> int:
+        return next(iter(self.params.values())).shape[0]
+
+    def losses(self, tokens: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+        """Each seed's mean loss on its own batch, ``[K]``."""
+        return self.losses_of(self.params, self.buffers, tokens, answers)
+
+    def step(self, tokens: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+        """One AdamW update of every seed on its own batch; returns the K losses.  The gradient of the
+        sum of the seeds' losses with respect to seed k's parameters is seed k's own."""
+        losses = self.losses(tokens, answers)
+        self.opt.zero_grad(set_to_none=True)
+        losses.sum().backward()
+        self.opt.step()
+        return losses.detach()
+
+    def seed_state(self, k: int) -> dict[str, torch.Tensor]:
+        """Seed ``k``'s parameters under the model's own names."""
+        return {name.removeprefix("model."): p[k].detach() for name, p in self.params.items()}
+
+
+def stack_seeds(models: Sequence[AssignAddTransformer], cfg: RunConfig, compiled: bool = False) -> StackedSeeds:
+    """Stack ``models`` (copied, on their device and dtype) with the trainer's AdamW (``make_optimizer``);
+    ``compiled``: the stacked loss through ``torch.compile`` (fixed shapes)."""
+    from torch.func import functional_call, stack_module_state
+
+    seeds = [_SeedLoss(m) for m in models]
+    stacked, buffers = stack_module_state(seeds)
+    holder = nn.ParameterList(stacked.values())  # the stacked leaves as one module's parameters
+    params = dict(zip(stacked, holder))
+    shell = copy.deepcopy(seeds[0]).to("meta")  # the architecture; the tensors come from params and buffers
+
+    def one(p: dict, b: dict, tokens: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+        return functional_call(shell, (p, b), (tokens, answers))
+
+    def losses_of(p: dict, b: dict, tokens: torch.Tensor, answers: torch.Tensor) -> torch.Tensor:
+        return torch.vmap(one)(p, b, tokens, answers)
+
+    losses = torch.compile(losses_of, dynamic=False) if compiled else losses_of
+    return StackedSeeds(params, buffers, make_optimizer(holder, cfg), losses)
+
+
+def seed_batches(samplers: Sequence[Sampler], step: int, batch_size: int,
+                 device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each sampler's batch of ``step`` stacked: tokens ``[K, batch, n_ctx]``, answers ``[K, batch]``."""
+    batches = [s.batch(step, batch_size) for s in samplers]
+    tokens = torch.stack([torch.as_tensor(b.tokens) for b in batches]).to(device)
+    answers = torch.stack([torch.as_tensor(b.answers) for b in batches]).to(device)
+    return tokens, answers
+
+
+def _timed_ms(step: Callable[[int], None], steps: int, device: torch.device, warmup: int = 3) -> float:
+    """Milliseconds per call of ``step(i)`` over ``steps`` calls after ``warmup`` untimed ones."""
+    for i in range(warmup):
+        step(i)
+    _sync(device)
+    t0 = time.perf_counter()
+    for i in range(warmup, warmup + steps):
+        step(i)
+    _sync(device)
+    return 1e3 * (time.perf_counter() - t0) / steps
+
+
+def stacked_step_ms(cfg: RunConfig, k: int, steps: int, compiled: bool = False) -> float:
+    """Milliseconds per stacked fp32 training step of ``k`` seeds (``train.seed``, +1, ...: weights and data),
+    each on its own batch of ``train.batch_size`` (sampling excluded, as :func:`bench_step`)."""
+    device = resolve_device(cfg.train.device)
+    seeds = [cfg.train.seed + i for i in range(k)]
+    models = [AssignAddTransformer.from_config(cfg.model, cfg.task, seed=s).to(device) for s in seeds]
+    stacked = stack_seeds(models, cfg, compiled)
+    samplers = [Sampler(cfg.task, s) for s in seeds]
+    data = [seed_batches(samplers, i, cfg.train.batch_size, device) for i in range(steps + 3)]
+    return _timed_ms(lambda i: stacked.step(*data[i]), steps, device)
+
+
+@dataclass(frozen=True)
+class StackedTiming:
+    """One measured training step: ``k`` seeds in one stacked step (``k`` = 1: the trainer's single-seed step)."""
+
+    path: str  # "eager" or "compiled"
+    threads: int
+    k: int
+    ms_per_step: float
+
+    @property
+    def per_seed_ms(self) -> float:
+        return self.ms_per_step / self.k
+
+    @property
+    def core_ms_per_seed(self) -> float:
+        """Core-milliseconds per seed-step: what one seed's update costs the machine's cores."""
+        return self.ms_per_step * self.threads / self.k
+
+
+def bench_stacked(cfg: RunConfig, steps: int = 50, ks: Sequence[int] = STACK_SIZES, threads: Sequence[int] = (1, 2),
+                  compiled: bool = False) -> list[StackedTiming]:
+    """The trainer's single-seed fp32 step and the stacked step of each K in ``ks``, at each torch thread count,
+    eager and (``compiled``) under torch.compile; batch ``train.batch_size`` per seed."""
+    from assign_add.model.fast import compiled_answer_logits
+
+    device = resolve_device(cfg.train.device)
+    rows = []
+    for path in ("eager", "compiled") if compiled else ("eager",):
+        for n in threads:
+            with torch_threads(n):
+                if path == "compiled":
+                    torch.compiler.reset()  # inductor's CPU kernels are specialised on the thread count at compile time
+                model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=cfg.train.seed).to(device)
+                forward = compiled_answer_logits() if path == "compiled" else fast_answer_logits
+                single = bench_step("engine", model, lambda tok, m=model, f=forward: f(m, tok), cfg, steps)
+                rows.append(StackedTiming(path, n, 1, single.ms_per_step))
+                rows += [StackedTiming(path, n, k, stacked_step_ms(cfg, k, steps, path == "compiled")) for k in ks]
+    return rows
+
+
+@dataclass(frozen=True)
+class StackedGain:
+    """A stacked step against single-seed steps on the same path."""
+
+    stacked: StackedTiming
+    single_ms: float  # the single-seed step at the same thread count
+    single_one_thread_ms: float  # the single-seed step at one thread: a one-thread training process per core
+
+    @property
+    def same_threads(self) -> float:
+        """Single-seed ms / stacked ms per seed, both at the stacked step's thread count."""
+        return self.single_ms / self.stacked.per_seed_ms
+
+    @property
+    def per_core(self) -> float:
+        """One-thread single-seed ms / the stacked step's core-ms per seed: the gain over running K one-thread
+        training processes on the same cores (perfect packing of those processes assumed)."""
+        return self.single_one_thread_ms / self.stacked.core_ms_per_seed
+
+
+def stacked_gains(rows: Sequence[StackedTiming]) -> list[StackedGain]:
+    """Every stacked row (K > 1) against the single-seed rows of its path (same threads, and one thread)."""
+    single = {(r.path, r.threads): r.ms_per_step for r in rows if r.k == 1}
+    return [StackedGain(r, single[r.path, r.threads], single[r.path, 1]) for r in rows
+            if r.k > 1 and (r.path, r.threads) in single and (r.path, 1) in single]

@@ -25,9 +25,12 @@ from assign_add.config import ConfigError, RunConfig
 def bench_cmd(
     overrides: Optional[list[str]] = OverridesArg,
     what: str = typer.Option("data,train,eval", "--what",
-                             help="comma-separated: data, train, eval, compile, profile, paths, targets, explore, precision "
-                                  "(the last two need --run)"),
+                             help="comma-separated: data, train, eval, compile, profile, paths, targets, shape, "
+                                  "stacked, explore, precision (the last two need --run)"),
     steps: int = typer.Option(50, "--steps", help="timed training steps per implementation"),
+    batches: str = typer.Option("256,512,1024,2048", "--batches",
+                                help="batch sizes for --what shape (comma-separated)"),
+    stack: str = typer.Option("2,4,8", "--stack", help="seeds per stacked step for --what stacked (comma-separated)"),
     run_dir: Optional[Path] = typer.Option(None, "--run", help="run directory for --what explore / precision"),
     at: Optional[str] = typer.Option(None, "--at", help="checkpoint steps for --what precision, e.g. 5401,40000 "
                                      "(default: the last)"),
@@ -43,9 +46,12 @@ def bench_cmd(
     if steps < 1:
         raise ConfigError("--steps", f"must be >= 1, got {steps}")
     parts = {w.strip() for w in what.split(",")}
-    unknown = parts - {"data", "train", "eval", "compile", "profile", "paths", "targets", "explore", "precision"}
+    unknown = parts - {"data", "train", "eval", "compile", "profile", "paths", "targets", "shape", "stacked",
+                       "explore", "precision"}
     if unknown:
         raise ConfigError("--what", f"unknown benchmark {', '.join(sorted(unknown))}")
+    batch_sizes = _positive_ints(batches, "--batches", at_least=2) if "shape" in parts else []
+    stack_sizes = _positive_ints(stack, "--stack", at_least=1, smallest=2) if "stacked" in parts else []
     for needs_run in sorted(parts & {"explore", "precision"}):
         if run_dir is None:
             raise ConfigError("--run", f"--what {needs_run} needs --run RUN (a run directory)")
@@ -64,6 +70,10 @@ def bench_cmd(
         _print_paths(bench, cfg, steps)
     if "targets" in parts:
         _print_targets(bench, cfg, steps)
+    if "shape" in parts:
+        _print_shape(bench, cfg, steps, batch_sizes)
+    if "stacked" in parts:
+        _print_stacked(bench, cfg, steps, stack_sizes)
     if "explore" in parts:
         from assign_add.explore.load import measure_rate
         from assign_add.run import open_run
@@ -87,6 +97,16 @@ def bench_cmd(
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+def _positive_ints(text: str, name: str, at_least: int, smallest: int = 1) -> list[int]:
+    """Distinct comma-separated integers, each at least ``smallest``, at least ``at_least`` of them, sorted."""
+    from assign_add.cli.common import _parse_ints
+
+    values = _parse_ints(text, name)
+    if any(v < smallest for v in values) or len(set(values)) != len(values) or len(values) < at_least:
+        raise ConfigError(name, f"expected at least {at_least} distinct integers >= {smallest}, got {text!r}")
+    return sorted(values)
 
 
 def _print_train_bench(bench, cfg: RunConfig, steps: int) -> float:
@@ -229,3 +249,56 @@ def _print_targets(bench, cfg: RunConfig, steps: int) -> None:
     console.print("training times are projections from the measured step and evaluation, runs packed perfectly on "
                   "the cores (a lower bound: no compile warm-up, checkpoints, analyses or contention); 'at the floor': "
                   "the same with every step only its matrix products at the peak", highlight=False)
+
+
+def _print_shape(bench, cfg: RunConfig, steps: int, batches: list[int]) -> None:
+    """The fp32 engine step's time against the batch size: a fixed cost per step and a cost per sequence,
+    eager and (where a C compiler exists) compiled, at the current torch threads."""
+    import torch
+
+    from assign_add.machine import has_c_compiler
+
+    threads = torch.get_num_threads()
+    for label, compiled in (("eager", False), ("compiled", True)):
+        if compiled and not has_c_compiler():
+            console.print("compiled: skipped (no C compiler for torch.compile)", highlight=False)
+            continue
+        shape = bench.fit_step_shape(bench.bench_batches(cfg, steps, batches, compiled=compiled))
+        table = Table(f"batch ({label} engine, fp32)", "ms/step", "µs per sequence")
+        for batch, ms in zip(shape.batches, shape.ms):
+            table.add_row(f"{batch:,}", f"{ms:.2f}", f"{1e3 * ms / batch:.2f}")
+        console.print(table)
+        console.print(f"{label}: fixed cost per step {shape.fixed_ms:.2f} ms ({shape.fixed_share(512):.0%} of a "
+                      f"step at batch 512), {shape.per_seq_us:.2f} µs per sequence, r² {shape.r2:.4f} "
+                      f"(least squares over {len(shape.batches)} batch sizes, {threads} torch threads)", highlight=False)
+
+
+def _print_stacked(bench, cfg: RunConfig, steps: int, ks: list[int]) -> None:
+    """K seeds in one stacked step against the trainer's single-seed step, per seed and per core, with the
+    1.3x rule for whether stacked training would be worth building into the toolkit."""
+    import os
+
+    from assign_add.machine import has_c_compiler
+
+    compiled = has_c_compiler()
+    threads = (1, 2) if (os.cpu_count() or 1) >= 2 else (1,)
+    rows = bench.bench_stacked(cfg, steps, ks, threads, compiled=compiled)
+    gains = bench.stacked_gains(rows)
+    table = Table("fp32", "threads", "K", "ms/step", "ms/seed", "single ms", "single / per seed", "per core")
+    for g in gains:
+        r = g.stacked
+        table.add_row(r.path, str(r.threads), str(r.k), f"{r.ms_per_step:.1f}", f"{r.per_seed_ms:.2f}",
+                      f"{g.single_ms:.2f}", f"{g.same_threads:.2f}x", f"{g.per_core:.2f}x")
+    console.print(table)
+    console.print(f"batch {cfg.train.batch_size} per seed; 'single': the trainer's single-seed step at the same "
+                  "threads; 'per core': the one-thread single-seed step against the stacked step's core-milliseconds per seed "
+                  "(ms x threads / K), i.e. against K one-thread training processes packed on the same cores"
+                  + ("" if compiled else "; compiled: skipped (no C compiler for torch.compile)"), highlight=False)
+    path = "compiled" if compiled else "eager"
+    head = [g for g in gains if g.stacked.path == path and g.stacked.threads == 1]
+    reached = [g.stacked.k for g in head if g.per_core >= bench.STACK_GAIN_TO_KEEP]
+    per_k = ", ".join(f"{g.per_core:.2f}x" + (" per seed" if i == 0 else "") + f" at K={g.stacked.k}"
+                      for i, g in enumerate(head))
+    verdict = f"reached at K={', '.join(map(str, reached))}" if reached else "not reached"
+    console.print(f"stacked K seeds: {per_k} ({path}, one thread each way); rule: keep at >= "
+                  f"{bench.STACK_GAIN_TO_KEEP}x: {verdict}", highlight=False)
