@@ -127,3 +127,18 @@ def test_same_seed_code_and_machine_must_give_the_same_outcome(tmp_path):
     _run_with_provenance(tmp_path / "c" / "seed-1", "CPU-X", commit="0123abc+dirty")
     assert conditions(tmp_path / "a", a[0]) is not None, "a clean commit is a condition"
     assert conditions(tmp_path / "c", b[0]) is None, "an edited tree says nothing about the code"
+
+
+def test_a_shorter_horizon_censors_both_studies(tmp_path):
+    long = _write(tmp_path / "long.json", _rows(range(6), lambda i: [2000, 4000, 12_000, 30_000, None, None][i]))
+    short_rows = [SeedRow(s, b, b or 10_000, {}, f"s{s}") for s, b in zip(range(6), [2000, 4000, None, None, None, 9000])]
+    short = _write(tmp_path / "short.json", short_rows, horizon=10_000)
+    with pytest.raises(Exception, match="--horizon 10,000"):
+        compare(long, short)
+    c = compare(long, short, horizon=10_000)
+    assert c["horizon"] == 10_000
+    assert (c["study_a"]["bound"], c["study_a"]["known"]) == (2, 6)  # 12,000 and 30,000 are not seen by 10,000
+    assert (c["study_b"]["bound"], c["study_b"]["known"]) == (3, 6)
+    assert c["paired"]["same_fate"] == 5  # seed 5: unbound by 10,000 in A, bound at 9,000 in B
+    with pytest.raises(Exception, match="at most both"):
+        compare(long, short, horizon=20_000)

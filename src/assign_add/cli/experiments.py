@@ -200,18 +200,20 @@ def survival_confirm_cmd(
 @user_errors
 def survival_compare_cmd(
     a: Path = typer.Argument(..., help="one study's survival.json (e.g. float32)"),
-    b: Path = typer.Argument(..., help="the other's (e.g. bf16), same horizon"),
+    b: Path = typer.Argument(..., help="the other's (e.g. bf16), same horizon unless --horizon"),
     out: Optional[Path] = typer.Option(None, "--out", help="also write the result as JSON here"),
     allow_different_training: bool = typer.Option(
         False, "--allow-different-training",
         help="compare studies trained differently (compiled vs eager, fp32 vs bf16); said beside the result"),
+    horizon: Optional[int] = typer.Option(None, "--horizon", help="read both studies at this step (at most either's "
+                                          "horizon; a binding after it is not seen). Default: their common horizon"),
 ) -> None:
     """Did a change alter binding?  Two survival studies: Fisher's test on bound-by-horizon, log-rank on time."""
     from assign_add.io import atomic_write_json
     from assign_add.studies.compare import compare, compare_line
 
     check_new_file_out(out)
-    res = compare(a, b, allow_different_training)
+    res = compare(a, b, allow_different_training, horizon)
     console.print(compare_line(res, (str(a), str(b))), highlight=False, soft_wrap=True)
     if out is not None:
         atomic_write_json(out, res)

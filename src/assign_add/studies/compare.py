@@ -16,6 +16,7 @@ verdict say how large.  Seeds run in both studies are paired descriptively (same
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -117,22 +118,35 @@ def describe_training(t: dict) -> str:
     return f"{'compiled' if t['compile'] else 'eager'} {t['precision']}" + (" (read from its command)" if t.get("inferred") else "")
 
 
-def compare(path_a: Path, path_b: Path, allow_different_training: bool = False) -> dict:
-    """Study A against study B (same horizon): per-study bound fractions, Fisher's and the log-rank p, verdict.
+def censor_at(row: SeedRow, horizon: int) -> SeedRow:
+    """``row`` as a study with the shorter ``horizon`` would have seen it: a binding after it is not seen, and the
+    run counts as watched up to it at most."""
+    if row.bound_at is not None and row.bound_at <= horizon:
+        return row
+    return dataclasses.replace(row, bound_at=None, reached=min(row.reached, horizon))
+
+
+def compare(path_a: Path, path_b: Path, allow_different_training: bool = False, horizon: int | None = None) -> dict:
+    """Study A against study B: per-study bound fractions, Fisher's and the log-rank p, verdict.  Both studies are
+    read at ``horizon`` (default: their common horizon; a shorter one than a study's censors its runs there).
     Studies whose runs trained differently (compiled or eager, float32 or bf16) are refused unless
     ``allow_different_training``: a difference found would not say which of the changes made it."""
     sa, sb = read_summary(path_a), read_summary(path_b)
-    if sa["horizon"] != sb["horizon"]:
-        raise RunError(f"{path_b}: horizon {sb['horizon']:,}, but {path_a}'s is {sa['horizon']:,}")
+    if horizon is None and sa["horizon"] != sb["horizon"]:
+        raise RunError(f"{path_b}: horizon {sb['horizon']:,}, but {path_a}'s is {sa['horizon']:,} "
+                       f"(--horizon {min(sa['horizon'], sb['horizon']):,} reads both there)")
+    if horizon is not None and not 0 < horizon <= min(sa["horizon"], sb["horizon"]):
+        raise RunError(f"--horizon {horizon:,}: must be positive and at most both studies' horizons "
+                       f"({sa['horizon']:,} and {sb['horizon']:,})")
     ta, tb = training_of(sa), training_of(sb)
     differs = (ta["compile"], ta["precision"]) != (tb["compile"], tb["precision"])
     if differs and not allow_different_training:
         raise RunError(f"{path_a} trained {describe_training(ta)}, {path_b} {describe_training(tb)}: pass "
                        "--allow-different-training to compare studies that differ in more than the change under test")
-    horizon = sa["horizon"]
+    horizon = sa["horizon"] if horizon is None else horizon
     # every run: one still training is censored at its last step (leaving it out would favour the runs that
     # bound, since those stop first); bound-by-horizon counts only runs whose outcome there is known
-    a, b = [SeedRow(**r) for r in sa["rows"]], [SeedRow(**r) for r in sb["rows"]]
+    a, b = [censor_at(SeedRow(**r), horizon) for r in sa["rows"]], [censor_at(SeedRow(**r), horizon) for r in sb["rows"]]
     if not a or not b:
         raise RunError(f"{path_a if not a else path_b}: no run to compare")
     side_a, side_b = _side(a, horizon), _side(b, horizon)
