@@ -148,3 +148,72 @@ def test_branches_command_runs_resumes_and_reports(parent, tmp_path):
     assert state.stat().st_mtime_ns == mtime, "a second run reuses the saved states and the finished branches"
     bad = CliRunner().invoke(app, [*args[:-3], "--orders", "0"])
     assert bad.exit_code == 2 and "--orders" in bad.output
+
+
+@pytest.fixture(scope="module")
+def donor(tmp_path_factory):
+    out = tmp_path_factory.mktemp("branch") / "donor"
+    train(small_paper_cfg(*[s for s in STEPS if not s.startswith("train.seed")], "train.seed=6"), out)
+    return open_run(out)
+
+
+@pytest.mark.slow
+def test_a_perturbed_branch_moves_every_weight_by_the_scale_and_records_it(parent, tmp_path):
+    from assign_add.train.branch import Edit
+
+    run = make_branch(parent.root, 40, tmp_path / "round", [], edit=Edit("perturb", 1e-3, 7))
+    before, after = _weights(parent, 40), _weights(run, 40)
+    for k in before:
+        rel = (after[k] - before[k]) / before[k].abs().clamp_min(1e-30)
+        nonzero = before[k] != 0
+        # relative change ~ N(0, 1e-3): its sd over thousands of weights within 20 % of the scale
+        assert 0.8e-3 < float(rel[nonzero].std()) < 1.2e-3, k
+    assert branch_info(run)["edit"] == {"kind": "perturb", "scale": 1e-3, "seed": 7, "donor": "", "part": ""}
+    assert _same(_weights(run, 20), _weights(parent, 20)), "checkpoints before the branch step are the parent's"
+    again = make_branch(parent.root, 40, tmp_path / "round2", [], edit=Edit("perturb", 1e-3, 7))
+    assert _same(_weights(again, 40), after), "the perturbation is a function of its seed"
+
+
+@pytest.mark.slow
+def test_a_transplant_takes_exactly_the_part_and_its_moments(parent, donor, tmp_path):
+    from safetensors.torch import load_file as load
+
+    from assign_add.train.branch import Edit
+
+    run = make_branch(parent.root, 40, tmp_path / "tx", [], edit=Edit("transplant", donor=str(donor.root),
+                                                                      part="layer1-attn"))
+    got, mine, theirs = _weights(run, 40), _weights(parent, 40), _weights(donor, 40)
+    for k in got:
+        src = theirs if k.startswith("blocks.0.attn.W_") else mine
+        assert torch.equal(got[k], src[k]), k
+    from assign_add.train.branch import save_states
+
+    donor_at_40 = save_states(donor.root, [40], tmp_path / "donor-states")[40]  # the donor's own file is at 120
+    state, donor_state = load(str(run.state_path)), load(str(donor_at_40))
+    assert torch.equal(state["exp_avg/blocks.0.attn.W_Q"], donor_state["exp_avg/blocks.0.attn.W_Q"])
+    assert not torch.equal(state["exp_avg/embed.W_E"], donor_state["exp_avg/embed.W_E"])
+
+    from assign_add.model.hooked import parameter_norm
+
+    scaled = make_branch(parent.root, 40, tmp_path / "norm", [], edit=Edit("transplant", donor=str(donor.root),
+                                                                           part="norm"))
+    assert parameter_norm(scaled.load_model(40)) == pytest.approx(parameter_norm(donor.load_model(40)), rel=1e-6)
+    with pytest.raises(RunError, match="unknown part"):
+        make_branch(parent.root, 40, tmp_path / "bad", [], edit=Edit("transplant", donor=str(donor.root), part="x"))
+
+
+@pytest.mark.slow
+def test_branches_command_with_rounding_and_transplant_arms(parent, donor, tmp_path):
+    from typer.testing import CliRunner
+
+    from assign_add.cli import app
+
+    args = ["branches", str(parent.root), "--out", str(tmp_path / "x"), "--at", "40", "--orders", "1", "--steps", "60",
+            "--workers", "1", "--no-progress", "--rounding", "1e-6", "--donor", str(donor.root), "--parts", "mlp2,norm"]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "x" / "branches.json").read_text())
+    assert sorted(r["arm"] for r in summary["table"]) == ["data", "mlp2<-donor", "norm<-donor", "rounding"]
+    assert summary["finished"] == 4
+    res = CliRunner().invoke(app, ["branches", str(parent.root), "--out", str(tmp_path / "y"), "--parts", "mlp2"])
+    assert res.exit_code == 2 and "--donor" in res.output

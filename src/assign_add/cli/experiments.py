@@ -114,8 +114,14 @@ def branches_cmd(
     until_bound: bool = typer.Option(True, "--until-bound/--full", help="stop a branch once it has bound"),
     workers: Optional[int] = typer.Option(None, "--workers", help="parallel branches (default: CPU cores)"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
+    rounding: float = typer.Option(0.0, "--rounding", help="also --orders branches per point on the parent's own data "
+                                   "order with every weight scaled by (1 + SCALE·N(0,1)), e.g. 1e-6: rounding alone"),
+    donor: Optional[Path] = typer.Option(None, "--donor", help="transplant --parts from this run into every other "
+                                         "parent at each branch step, then --orders fresh data orders"),
+    parts: str = typer.Option("", "--parts", help="comma-separated: layer1-attn, layer2-attn, embed, mlp2, unembed, "
+                              "norm (rescale to the donor's norm)"),
 ) -> None:
-    """Branch-and-replay: P(bound by --steps) per parent and branch step over fresh data orders."""
+    """Branch-and-replay: P(bound by --steps) per parent, branch step and arm (data order, rounding, transplant)."""
 
     from assign_add.machine import cpu_cores
     from assign_add.studies.branches import plan, run_branches
@@ -124,15 +130,16 @@ def branches_cmd(
         raise ConfigError("--orders", f"must be >= 1, got {orders}")
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {workers}")
-    jobs = plan(parents, _parse_ints(at, "--at"), orders, out, steps, until_bound)
+    jobs = plan(parents, _parse_ints(at, "--at"), orders, out, steps, until_bound, rounding, donor,
+                [x.strip() for x in parts.split(",") if x.strip()])
     summary = run_branches(jobs, out, steps, workers or cpu_cores(), _command_line("branches"),
                            poll=_count_progress(progress, "branches"))
-    table = Table("parent", "branch step", "bound by " + f"{steps:,}", "P(bound)", "95 % CI", "open",
+    table = Table("parent", "branch step", "arm", "bound by " + f"{steps:,}", "P(bound)", "95 % CI", "open",
                   "median binding step")
     for row in summary["table"]:
         p = "—" if row["p_bound"] is None else f"{row['p_bound']:.2f}"
         med = "—" if row["median_bound_at"] is None else f"{row['median_bound_at']:,}"
-        table.add_row(row["parent"], f"{row['step']:,}", f"{row['bound']} of {row['watched']}", p,
+        table.add_row(row["parent"], f"{row['step']:,}", row["arm"], f"{row['bound']} of {row['watched']}", p,
                       f"{row['ci95'][0]:.2f}–{row['ci95'][1]:.2f}", str(row["open"]), med)
     console.print(table)
     console.print(f"wrote {Path(out) / 'branches.json'}", highlight=False)

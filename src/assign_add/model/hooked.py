@@ -277,3 +277,8 @@ class AssignAddTransformer(HookedRootModule):
         if self.vocab is None:
             raise ValueError("this model was built without a vocabulary; build it with from_config")
         return self.vocab
+
+
+def parameter_norm(model: torch.nn.Module) -> float:
+    """The square root of the float64 sum of squares of every parameter."""
+    return float(torch.sqrt(sum((p.detach().double() ** 2).sum() for p in model.parameters())))

@@ -17,8 +17,8 @@ leave-one-out accuracy with the outcomes shuffled among the runs.
 from __future__ import annotations
 
 import numpy as np
-import torch
 
+from assign_add.model.hooked import parameter_norm
 from assign_add.run import RunDir
 from assign_add.stats import L2, auc, fit_logistic_regression, loo_accuracy, standardiser
 
@@ -45,10 +45,6 @@ FEATURES: dict[str, str] = {
 # the second test, fixed before any LLC was measured on these runs: the LLC alone at the early step
 # (a measure beside the progress measures; it is slow, ~1 min per run, so it is optional)
 LLC_FEATURES: dict[str, str] = {"llc": "local learning coefficient (the llc command's default settings)"}
-
-
-def parameter_norm(model: torch.nn.Module) -> float:
-    return float(torch.sqrt(sum((p.detach().double() ** 2).sum() for p in model.parameters())))
 
 
 def early_measures(run: RunDir, step: int = EARLY_STEP) -> dict[str, float]:

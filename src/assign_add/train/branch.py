@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
@@ -31,9 +32,34 @@ from assign_add.run import (
     create_run_dir,
     open_run,
     read_checkpoint,
+    save_checkpoint,
     step_name,
 )
 from assign_add.train.resume import load_state, read_state_step, save_state
+
+# The components a transplant branch can take from a donor run, by parameter-name prefix; ``norm`` takes none
+# but rescales every weight to the donor's total norm.
+PARTS = {"layer1-attn": ("blocks.0.attn.",), "layer2-attn": ("blocks.1.attn.",),
+         "embed": ("embed.", "pos_embed."), "mlp2": ("blocks.1.mlp.",), "unembed": ("unembed.",), "norm": ()}
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A change to the branch's weights at its branch step, before it trains on:
+
+    - ``perturb``: every weight w becomes w·(1 + ``scale``·ε), ε standard normal from ``seed``: the same
+      data order under another rounding (a 1e-6 relative change is below float32's resolution for some weights
+      and a few ulps for most);
+    - ``transplant``: the weights of ``part`` (:data:`PARTS`) and their AdamW moments are the ``donor`` run's
+      at the same step; ``norm`` instead rescales every weight so that the total norm is the donor's
+      (moments kept)."""
+
+    kind: str  # "perturb" | "transplant"
+    scale: float = 0.0
+    seed: int = 0
+    donor: str = ""
+    part: str = ""
+
 
 # What a branch may change: the data order, how long it runs, where and how it is watched.
 BRANCH_CHANGES = {"train.data_seed", "train.steps", "train.device", "train.threads", "train.checkpoint_every",
@@ -133,9 +159,68 @@ def save_states(parent_path: Path, steps: list[int], dest: Path) -> dict[int, Pa
     return paths
 
 
-def make_branch(parent_path: Path, step: int, out: Path, overrides: list[str], saved: Path | None = None) -> RunDir:
+def perturb(model: torch.nn.Module, scale: float, seed: int) -> None:
+    """Every weight w becomes w·(1 + scale·ε), ε ~ N(0, 1) drawn from ``seed`` in parameter order."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            eps = torch.randn(p.shape, generator=gen, dtype=p.dtype).to(p.device)
+            p.add_(p * eps * scale)
+
+
+def part_names(model: torch.nn.Module, part: str) -> list[str]:
+    """The parameters of ``part`` (:data:`PARTS`)."""
+    if part not in PARTS:
+        raise RunError(f"unknown part {part!r}; one of {', '.join(PARTS)}")
+    return [n for n, _ in model.named_parameters() if n.startswith(PARTS[part])] if PARTS[part] else []
+
+
+def transplant(model: torch.nn.Module, opt: torch.optim.Optimizer, donor: torch.nn.Module,
+               donor_opt: torch.optim.Optimizer, part: str) -> None:
+    """``part``'s weights and AdamW moments from ``donor`` (both at the same step), or for ``norm`` every weight
+    rescaled to the donor's total norm."""
+    from assign_add.model.hooked import parameter_norm
+
+    theirs = dict(donor.named_parameters())
+    with torch.no_grad():
+        if part == "norm":
+            factor = parameter_norm(donor) / parameter_norm(model)
+            for p in model.parameters():
+                p.mul_(factor)
+            return
+        for n, p in model.named_parameters():
+            if n in part_names(model, part):
+                p.copy_(theirs[n])
+                mine, donated = opt.state.get(p), donor_opt.state.get(theirs[n])
+                if mine is not None and donated is not None:
+                    for key in ("exp_avg", "exp_avg_sq"):
+                        mine[key].copy_(donated[key])
+
+
+def apply_edit(edit: Edit, model: torch.nn.Module, opt: torch.optim.Optimizer, parent: RunDir, step: int,
+               device: torch.device, donor_saved: Path | None = None) -> None:
+    if edit.kind == "perturb":
+        perturb(model, edit.scale, edit.seed)
+    elif edit.kind == "transplant":
+        donor = open_run(edit.donor)
+        bad = [d for d in config_differences(parent.config(), donor.config())
+               if d not in BRANCH_CHANGES | {"train.seed", "train.init_seed"}]
+        if bad:
+            raise RunError(f"{donor.root}: a donor must share the parent's task, model and optimiser; it differs in "
+                           f"{', '.join(bad)}")
+        check_branch_step(donor, step)
+        donor_model, donor_opt, _ = state_at(donor, step, device, donor_saved)
+        transplant(model, opt, donor_model, donor_opt, edit.part)
+    else:
+        raise RunError(f"unknown branch edit {edit.kind!r}")
+
+
+def make_branch(parent_path: Path, step: int, out: Path, overrides: list[str], saved: Path | None = None,
+                edit: Edit | None = None, donor_saved: Path | None = None) -> RunDir:
     """Write the branch's run directory at ``step`` (see the module docstring); train it with ``resume``.
-    ``saved``: the parent's state at ``step`` from :func:`save_states`."""
+    ``saved``: the parent's state at ``step`` from :func:`save_states`; ``edit``: a change to the weights at
+    ``step`` (:class:`Edit`; ``donor_saved``: the donor's state there), recorded in ``branch.json``, whose
+    checkpoint at ``step`` is then the edited model."""
     from assign_add.train.trainer import resolve_device
 
     parent = open_run(parent_path)
@@ -145,19 +230,24 @@ def make_branch(parent_path: Path, step: int, out: Path, overrides: list[str], s
         raise RunError(f"train.steps={cfg.train.steps}: a branch at step {step} must run past it")
     device = resolve_device(cfg.train.device)
     model, opt, how = state_at(parent, step, device, saved)
+    if edit is not None:
+        apply_edit(edit, model, opt, parent, step, device, donor_saved)
     records = [r for r in read_jsonl(parent.metrics_path) if r["step"] <= step]
     if not any(r["step"] == step for r in records):
         raise RunError(f"{parent.metrics_path} has no record at step {step}; the parent run is incomplete")
     info = {"parent": str(Path(parent_path).resolve()), "step": step, "how": how,
-            "parent_data_seed": parent.config().train.order_seed, "data_seed": cfg.train.order_seed}
+            "parent_data_seed": parent.config().train.order_seed, "data_seed": cfg.train.order_seed,
+            **({"edit": asdict(edit)} if edit is not None else {})}
 
     def populate(run: RunDir) -> None:
         shutil.copyfile(parent.partitions_path, run.partitions_path)
         atomic_write_text(run.metrics_path, "".join(json.dumps(r) + "\n" for r in records))
         run.checkpoint_dir.mkdir(parents=True, exist_ok=True)
         for s in parent.checkpoint_steps():
-            if s <= step:
+            if s < step or (s == step and edit is None):
                 _link_or_copy(parent.checkpoint_path(s), run.checkpoint_path(s))
+        if edit is not None:
+            save_checkpoint(model, run.checkpoint_path(step), step)
         save_state(run.state_path, model, opt, step, {"loss_sum": 0.0, "loss_count": 0, "elapsed": 0.0})
         atomic_write_text(run.root / BRANCH_FILE, json.dumps(info, indent=2) + "\n")
 
