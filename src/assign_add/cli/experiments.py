@@ -255,6 +255,28 @@ def survival_rescue_cmd(
         console.print(f"wrote {out}", highlight=False)
 
 
+@app.command("padding-shift")
+@user_errors
+def padding_shift_cmd(
+    variant: list[Path] = typer.Option(..., "--variant", help="a run trained with task.padding=end (repeatable)"),
+    default: list[Path] = typer.Option(..., "--default", help="a run trained with the default random padding "
+                                       "(repeatable)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the result as JSON here"),
+) -> None:
+    """Does random padding keep the model from relying on absolute position? Each run's final model on its own
+    sets and on the other padding's."""
+    from assign_add.io import atomic_write_json
+    from assign_add.studies.padding import padding_lines, padding_verdict, shift_accuracy
+
+    check_new_file_out(out)
+    res = padding_verdict([shift_accuracy(p) for p in variant], [shift_accuracy(p) for p in default])
+    for line in padding_lines(res):
+        console.print(line, highlight=False, soft_wrap=True)
+    if out is not None:
+        atomic_write_json(out, res)
+        console.print(f"wrote {out}", highlight=False)
+
+
 @app.command("survival-norm")
 @user_errors
 def survival_norm_cmd(
