@@ -262,3 +262,39 @@ def test_survival_killed_and_rerun_equals_an_uninterrupted_study(tmp_path):
         return rows, s["bound_by"], s["finished"]
 
     assert comparable(killed / "survival.json") == comparable(tmp_path / "straight" / "survival.json")
+
+
+def test_norm_split_finds_the_planted_group(tmp_path):
+    """Bound runs carry a layer-1 attention twice as large from step 50 on: that group and the total part there,
+    the others never (equal norms tie: AUC 0.5)."""
+    from dataclasses import asdict
+
+    import torch
+
+    from assign_add.config import preset
+    from assign_add.model.hooked import AssignAddTransformer
+    from assign_add.run import RunDir, save_checkpoint
+    from assign_add.studies.survival import SeedRow, norm_split, norm_split_markdown
+
+    cfg = preset("paper")
+    rows = []
+    for i in range(6):
+        is_bound = i < 3
+        run = RunDir(tmp_path / f"seed-{i}")
+        model = AssignAddTransformer.from_config(cfg.model, cfg.task, seed=0)
+        for step in (0, 50, 100):
+            if step == 50 and is_bound:
+                with torch.no_grad():
+                    for n, p in model.named_parameters():
+                        if n.startswith("blocks.0.attn."):
+                            p.mul_(2.0)
+            save_checkpoint(model, run.checkpoint_path(step), step)
+        rows.append(SeedRow(i, 3000 if is_bound else None, 3000 if is_bound else 40_000, {}, f"seed-{i}"))
+    (tmp_path / "survival.json").write_text(json.dumps({"horizon": 40_000, "planned": 6,
+                                                        "rows": [asdict(r) for r in rows]}))
+    res = norm_split(tmp_path / "survival.json")
+    assert res["steps"] == [0, 50, 100] and (res["runs"], res["bound"]) == (6, 3)
+    assert [r["layer1-attn"]["auc"] for r in res["table"]] == [0.5, 1.0, 1.0]
+    assert res["parting_step"]["layer1-attn"] == 50 and res["parting_step"]["total"] == 50
+    assert res["parting_step"]["mlp2"] is None
+    assert "| 50 |" in norm_split_markdown(res)

@@ -283,14 +283,27 @@ def survival_norm_cmd(
     studies: list[Path] = typer.Argument(..., help="fresh seeds' survival.json file(s) (not the studies the lead was "
                                          "found in)"),
     out: Optional[Path] = typer.Option(None, "--out", help="also write the result as JSON here"),
+    split_out: Optional[Path] = typer.Option(None, "--split", help="also split the norm by parameter group at every "
+                                             "checkpoint up to 2,000 (description, not part of the test) into this "
+                                             "JSON file"),
 ) -> None:
     """The pre-registered test of the norm lead: is the parameter norm at step 1,500 higher in the seeds that bind?"""
     from assign_add.io import atomic_write_json
     from assign_add.studies.survival import norm_lead, norm_lead_line
 
     check_new_file_out(out)
+    check_new_file_out(split_out)
+    if split_out is not None and len(studies) != 1:
+        raise ConfigError("--split", "splits one study's norm; give one survival.json")
     res = norm_lead(studies)
     console.print(norm_lead_line(res), highlight=False, soft_wrap=True)
     if out is not None:
         atomic_write_json(out, res)
         console.print(f"wrote {out}", highlight=False)
+    if split_out is not None:
+        from assign_add.studies.survival import norm_split, norm_split_markdown
+
+        split = norm_split(studies[0])
+        console.print(norm_split_markdown(split), highlight=False, soft_wrap=True)
+        atomic_write_json(split_out, split)
+        console.print(f"wrote {split_out}", highlight=False)

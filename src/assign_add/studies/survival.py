@@ -16,6 +16,8 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+import numpy as np
+
 from assign_add.studies.early import (
     EARLY_STEP,
     LLC_FEATURES,
@@ -365,3 +367,70 @@ def norm_lead_line(res: dict) -> str:
     return (f"norm lead at step 1,500 over {res['n']} fresh seeds ({res['bound']} bound by {res['horizon']:,}): AUC "
             f"{res['auc']:.2f}, one-sided Mann–Whitney p = {res['p_value']:.4f} ({res['method']}, n = {res['n']}): "
             f"{res['verdict']}. Rule: {res['rule']}.")
+
+
+# the parameter groups the norm is split into (by parameter-name prefix)
+NORM_GROUPS = {"embed": ("embed.", "pos_embed."), "layer1-attn": ("blocks.0.attn.",),
+               "layer2-attn": ("blocks.1.attn.",), "mlp2": ("blocks.1.mlp.",), "unembed": ("unembed.",)}
+PARTING_AUC = 0.70  # descriptive: a group "has parted" from the first step its AUC stays at or above this
+
+
+def group_norms(tensors: dict) -> dict[str, float]:
+    """Each group's norm (the square root of its float64 sum of squares) and the total, from a checkpoint."""
+    sq = {g: 0.0 for g in NORM_GROUPS}
+    for name, t in tensors.items():
+        for g, prefixes in NORM_GROUPS.items():
+            if name.startswith(prefixes):
+                sq[g] += float((t.double() ** 2).sum())
+    return {**{g: v ** 0.5 for g, v in sq.items()}, "total": sum(sq.values()) ** 0.5}
+
+
+def norm_split(study: Path, until: int = 2000) -> dict:
+    """Description, not a test: per checkpoint step up to ``until`` shared by every finished run of a survival
+    study, each parameter group's norm in the runs bound by the horizon against the others: medians and the AUC
+    ("bound" higher), and the first step from which each group's AUC stays >= :data:`PARTING_AUC`."""
+    from assign_add.run import read_checkpoint
+    from assign_add.stats import auc
+
+    study = Path(study)
+    summary = read_summary(study)
+    root = study if study.is_dir() else study.parent
+    resolved = resolved_rows(summary)
+    if not resolved:
+        raise RunError(f"{study}: no finished run with a known outcome")
+    runs = [RunDir(Path(r.out) if Path(r.out).is_dir() else root / Path(r.out).name) for r, _ in resolved]
+    bound = np.asarray([b for _, b in resolved], dtype=bool)
+    steps = sorted(set.intersection(*(set(s for s in run.checkpoint_steps() if s <= until) for run in runs)))
+    norms = {s: [group_norms(read_checkpoint(run.checkpoint_path(s))) for run in runs] for s in steps}
+    groups = [*NORM_GROUPS, "total"]
+    table = []
+    for s in steps:
+        row = {"step": s}
+        for g in groups:
+            x = np.asarray([n[g] for n in norms[s]])
+            a = auc(x, bound)
+            row[g] = {"auc": a, "median_bound": float(np.median(x[bound])) if bound.any() else None,
+                      "median_not": float(np.median(x[~bound])) if (~bound).any() else None}
+        table.append(row)
+    parting = {}
+    for g in groups:
+        aucs = [r[g]["auc"] for r in table]
+        below = [i for i, a in enumerate(aucs) if a is None or a < PARTING_AUC]
+        first = (below[-1] + 1) if below else 0
+        parting[g] = table[first]["step"] if first < len(table) else None
+    return {"study": str(study), "horizon": summary["horizon"], "runs": len(runs), "bound": int(bound.sum()),
+            "steps": steps, "parting_auc": PARTING_AUC, "parting_step": parting, "table": table}
+
+
+def norm_split_markdown(res: dict, at: tuple[int, ...] = (0, 50, 100, 250, 500, 1000, 1500, 2000)) -> str:
+    groups = [*NORM_GROUPS, "total"]
+    lines = [f"Norm by parameter group, {res['bound']} runs bound by {res['horizon']:,} against "
+             f"{res['runs'] - res['bound']} not: AUC (bound higher) at each step (description, not a test).", "",
+             "| step | " + " | ".join(groups) + " |", "|---|" + "---|" * len(groups)]
+    for r in res["table"]:
+        if r["step"] in at:
+            lines.append(f"| {r['step']:,} | " + " | ".join(
+                "—" if r[g]["auc"] is None else f"{r[g]['auc']:.2f}" for g in groups) + " |")
+    lines += ["", f"First step from which the AUC stays ≥ {res['parting_auc']} (through {res['steps'][-1]:,}): " +
+              ", ".join(f"{g} {'never' if s is None else f'{s:,}'}" for g, s in res["parting_step"].items()) + "."]
+    return "\n".join(lines) + "\n"
