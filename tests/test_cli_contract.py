@@ -148,7 +148,7 @@ def cases() -> list[tuple[str, str, str]]:
         for name, hint, p in params(fn):
             if not is_path(hint):
                 continue
-            kinds = BAD_OUTPUTS if name == "out" else BAD_INPUTS
+            kinds = BAD_OUTPUTS if name == "out" or name.endswith("_out") else BAD_INPUTS
             out += [(cmd, name, kind) for kind in kinds]
     return out
 

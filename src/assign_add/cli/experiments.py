@@ -295,15 +295,14 @@ def survival_norm_cmd(
     check_new_file_out(split_out)
     if split_out is not None and len(studies) != 1:
         raise ConfigError("--split", "splits one study's norm; give one survival.json")
-    res = norm_lead(studies)
-    console.print(norm_lead_line(res), highlight=False, soft_wrap=True)
-    if out is not None:
-        atomic_write_json(out, res)
-        console.print(f"wrote {out}", highlight=False)
-    if split_out is not None:
-        from assign_add.studies.survival import norm_split, norm_split_markdown
+    from assign_add.studies.survival import norm_split, norm_split_markdown
 
-        split = norm_split(studies[0])
+    res = norm_lead(studies)
+    split = norm_split(studies[0]) if split_out is not None else None  # before anything is written
+    console.print(norm_lead_line(res), highlight=False, soft_wrap=True)
+    if split is not None:
         console.print(norm_split_markdown(split), highlight=False, soft_wrap=True)
-        atomic_write_json(split_out, split)
-        console.print(f"wrote {split_out}", highlight=False)
+    for path, data in ((out, res), (split_out, split)):
+        if path is not None:
+            atomic_write_json(path, data)
+            console.print(f"wrote {path}", highlight=False)

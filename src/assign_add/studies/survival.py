@@ -400,7 +400,12 @@ def norm_split(study: Path, until: int = 2000) -> dict:
         raise RunError(f"{study}: no finished run with a known outcome")
     runs = [RunDir(Path(r.out) if Path(r.out).is_dir() else root / Path(r.out).name) for r, _ in resolved]
     bound = np.asarray([b for _, b in resolved], dtype=bool)
+    missing = [str(run.root) for run in runs if not run.checkpoint_steps()]
+    if missing:
+        raise RunError(f"{missing[0]}: no checkpoints (the study's runs are needed to split the norm)")
     steps = sorted(set.intersection(*(set(s for s in run.checkpoint_steps() if s <= until) for run in runs)))
+    if not steps:
+        raise RunError(f"{study}: its runs share no checkpoint up to step {until:,}")
     norms = {s: [group_norms(read_checkpoint(run.checkpoint_path(s))) for run in runs] for s in steps}
     groups = [*NORM_GROUPS, "total"]
     table = []
