@@ -103,6 +103,17 @@ def branch_cmd(
     console.print(f"[green]done[/] {out}: step {result.final_step} in {result.seconds:.0f} s", highlight=False)
 
 
+def print_and_write(lines: list[str], out: Path | None, data: dict) -> None:
+    """A study command's result: its lines on the console, then (with ``--out``) the JSON, written atomically."""
+    from assign_add.io import atomic_write_json
+
+    for line in lines:
+        console.print(line, highlight=False, soft_wrap=True)
+    if out is not None:
+        atomic_write_json(out, data)
+        console.print(f"wrote {out}", highlight=False)
+
+
 @app.command("branches")
 @user_errors
 def branches_cmd(
@@ -192,15 +203,11 @@ def survival_confirm_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="also write the result as JSON here"),
 ) -> None:
     """Score the early predictor, fitted once on one survival study, on fresh seeds (pre-registered rule)."""
-    from assign_add.io import atomic_write_json
     from assign_add.studies.survival import confirm, confirm_line
 
     check_new_file_out(out)
     res = confirm(fit, tests)
-    console.print(confirm_line(res), highlight=False, soft_wrap=True)
-    if out is not None:
-        atomic_write_json(out, res)
-        console.print(f"wrote {out}", highlight=False)
+    print_and_write([confirm_line(res)], out, res)
 
 
 @app.command("survival-compare")
@@ -216,15 +223,11 @@ def survival_compare_cmd(
                                           "horizon; a binding after it is not seen). Default: their common horizon"),
 ) -> None:
     """Did a change alter binding?  Two survival studies: Fisher's test on bound-by-horizon, log-rank on time."""
-    from assign_add.io import atomic_write_json
     from assign_add.studies.compare import compare, compare_line
 
     check_new_file_out(out)
     res = compare(a, b, allow_different_training, horizon)
-    console.print(compare_line(res, (str(a), str(b))), highlight=False, soft_wrap=True)
-    if out is not None:
-        atomic_write_json(out, res)
-        console.print(f"wrote {out}", highlight=False)
+    print_and_write([compare_line(res, (str(a), str(b)))], out, res)
 
 
 @app.command("survival-rescue")
@@ -235,7 +238,6 @@ def survival_rescue_cmd(
     out: Optional[Path] = typer.Option(None, "--out", help="also write the table as JSON here"),
 ) -> None:
     """Rescue arms against the default on the same seeds: bound by the horizon, Holm-adjusted Fisher, cost."""
-    from assign_add.io import atomic_write_json
     from assign_add.studies.rescue import rescue, rescue_lines
 
     check_new_file_out(out)
@@ -248,11 +250,7 @@ def survival_rescue_cmd(
             raise ConfigError("--arm", f"{name} given twice")
         paths[name] = Path(path)
     res = rescue(default, paths)
-    for line in rescue_lines(res):
-        console.print(line, highlight=False, soft_wrap=True)
-    if out is not None:
-        atomic_write_json(out, res)
-        console.print(f"wrote {out}", highlight=False)
+    print_and_write(rescue_lines(res), out, res)
 
 
 @app.command("padding-shift")
@@ -265,16 +263,11 @@ def padding_shift_cmd(
 ) -> None:
     """Does random padding keep the model from relying on absolute position? Each run's final model on its own
     sets and on the other padding's."""
-    from assign_add.io import atomic_write_json
     from assign_add.studies.padding import padding_lines, padding_verdict, shift_accuracy
 
     check_new_file_out(out)
     res = padding_verdict([shift_accuracy(p) for p in variant], [shift_accuracy(p) for p in default])
-    for line in padding_lines(res):
-        console.print(line, highlight=False, soft_wrap=True)
-    if out is not None:
-        atomic_write_json(out, res)
-        console.print(f"wrote {out}", highlight=False)
+    print_and_write(padding_lines(res), out, res)
 
 
 @app.command("survival-norm")
@@ -288,21 +281,14 @@ def survival_norm_cmd(
                                              "JSON file"),
 ) -> None:
     """The pre-registered test of the norm lead: is the parameter norm at step 1,500 higher in the seeds that bind?"""
-    from assign_add.io import atomic_write_json
-    from assign_add.studies.survival import norm_lead, norm_lead_line
+    from assign_add.studies.survival import norm_lead, norm_lead_line, norm_split, norm_split_markdown
 
     check_new_file_out(out)
     check_new_file_out(split_out)
     if split_out is not None and len(studies) != 1:
         raise ConfigError("--split", "splits one study's norm; give one survival.json")
-    from assign_add.studies.survival import norm_split, norm_split_markdown
-
     res = norm_lead(studies)
     split = norm_split(studies[0]) if split_out is not None else None  # before anything is written
-    console.print(norm_lead_line(res), highlight=False, soft_wrap=True)
+    print_and_write([norm_lead_line(res)], out, res)
     if split is not None:
-        console.print(norm_split_markdown(split), highlight=False, soft_wrap=True)
-    for path, data in ((out, res), (split_out, split)):
-        if path is not None:
-            atomic_write_json(path, data)
-            console.print(f"wrote {path}", highlight=False)
+        print_and_write([norm_split_markdown(split)], split_out, split)
