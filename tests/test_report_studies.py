@@ -16,7 +16,9 @@ SURVIVAL = {"command": "assign-add survival --seeds 1-4", "planned": 4, "finishe
             "predictor": None, "rows": [{"out": "nowhere/seed-1"}]}
 BRANCHES = {"command": "assign-add branches p --at 0", "planned": 2, "finished": 2, "horizon": 10_000,
             "table": [{"parent": "runs/p", "step": 500, "watched": 2, "bound": 1, "p_bound": 0.5,
-                       "ci95": [0.09, 0.91]}], "rows": []}
+                       "ci95": [0.09, 0.91]},
+                      {"parent": "runs/p", "step": 500, "arm": "mlp2<-q", "watched": 2, "bound": 0, "p_bound": 0.0,
+                       "ci95": [0.0, 0.66]}], "rows": []}
 LLC = {"run": "runs/p", "settings": {"lr": 1e-4, "localization": 1000.0, "n_beta": 46.2, "num_chains": 4,
                                      "num_draws": 200, "num_burnin_steps": 50},
        "data": {"sequences": 4096}, "phases": {"binding": 200},
@@ -39,7 +41,8 @@ def test_each_experiment_becomes_a_section_stating_its_command_and_numbers(tmp_p
     assert "`assign-add survival --seeds 1-4`: 3 of 4 seeds finished, horizon 40,000 steps" in md
     assert "| 20,000 | 2 of 4 | 0.50 | 0.15–0.85 |" in md and "median binding step: 3,000" in md
     assert "not fitted yet" in md, "no predictor without enough runs, and the report says so"
-    assert "| p | 500 | 1 of 2 | 0.50 | 0.09–0.91 |" in md
+    assert "| p | 500 | data | 1 of 2 | 0.50 | 0.09–0.91 |" in md, "a summary written before arms reads as the data arm"
+    assert "| p | 500 | mlp2<-q | 0 of 2 | 0.00 | 0.00–0.66 |" in md
     assert "binding at 200: LLC 5.0 at 100 -> 9.0 at 200 (+4.0)" in md, "landmarks computed when not saved"
 
 

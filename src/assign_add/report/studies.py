@@ -83,14 +83,16 @@ def survival_section(folder: Path, s: dict) -> list[Block]:
 
 
 def branches_section(folder: Path, b: dict) -> list[Block]:
-    rows = [[Path(r["parent"]).name, f"{r['step']:,}", f"{r['bound']} of {r['watched']}",
+    rows = [[Path(r["parent"]).name, f"{r['step']:,}", r.get("arm", "data"), f"{r['bound']} of {r['watched']}",
              "—" if r["p_bound"] is None else f"{r['p_bound']:.2f}",
              "—" if r.get("ci95") is None else f"{r['ci95'][0]:.2f}–{r['ci95'][1]:.2f}"] for r in b["table"]]
     return [Heading("When is a seed's fate fixed? Branch-and-replay (beyond the paper)", anchor="branches"),
             Text(f"`{b['command']}`: {b['finished']} of {b['planned']} branches finished; each continues a parent "
-                 f"from its weights and AdamW state at the branch step with a fresh data order, to {b['horizon']:,} "
-                 "steps or until bound." + _hours([r["out"] for r in b["rows"]])),
-            Table(["parent", "branch step", f"bound by {b['horizon']:,}", "P(bound)", "95 % CI (Wilson)"], rows)]
+                 f"from its weights and AdamW state at the branch step, to {b['horizon']:,} steps or until bound. "
+                 "Arms: *data*, a fresh data order; *rounding*, the parent's own data order with the weights "
+                 "perturbed; *PART<-DONOR*, that part taken from another run at the branch step."
+                 + _hours([r["out"] for r in b["rows"]])),
+            Table(["parent", "branch step", "arm", f"bound by {b['horizon']:,}", "P(bound)", "95 % CI (Wilson)"], rows)]
 
 
 def llc_section(folder: Path, r: dict) -> list[Block]:
