@@ -89,10 +89,10 @@ def plan(parents: list[Path], at: list[int], orders: int, out: Path, steps: int,
     seeds = [DATA_SEED_BASE + k for k in range(orders)]
     jobs = [BranchJob(str(p), s, d, str(branch_dir(out, p, s, d)), steps, until_bound, str(state_path(out, p, s)))
             for d in seeds for p in parents for s in at]
+    own = {p: open_run(p).config().train.order_seed for p in parents}
     for k in range(orders if rounding > 0 else 0):
         for p in parents:
-            own = open_run(p).config().train.order_seed
-            jobs += [BranchJob(str(p), s, own, str(Path(out) / Path(p).name / step_name(s) / f"rounding{k}"), steps,
+            jobs += [BranchJob(str(p), s, own[p], str(Path(out) / Path(p).name / step_name(s) / f"rounding{k}"), steps,
                                until_bound, str(state_path(out, p, s)), arm="rounding",
                                edit=("perturb", rounding, k, "", "")) for s in at]
     recipients = [p for p in parents if donor is None or Path(p).resolve() != Path(donor).resolve()]

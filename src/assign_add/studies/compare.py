@@ -33,7 +33,7 @@ from assign_add.studies.survival import SeedRow, bound_by, read_summary, trainin
 ALPHA = 0.05
 
 
-def _times(rows: list[SeedRow]) -> tuple[list[float], list[bool]]:
+def binding_times(rows: list[SeedRow]) -> tuple[list[float], list[bool]]:
     """Time to binding, or the last step reached (censored), per run."""
     return ([float(r.bound_at if r.bound_at is not None else r.reached) for r in rows],
             [r.bound_at is not None for r in rows])
@@ -41,14 +41,14 @@ def _times(rows: list[SeedRow]) -> tuple[list[float], list[bool]]:
 
 def logrank_p(a: list[SeedRow], b: list[SeedRow]) -> float | None:
     """Two-sided log-rank p-value of time to binding in ``a`` against ``b`` (None when no run bound in either;
-    :func:`assign_add.stats.logrank_p` on :func:`_times`)."""
-    (ta, ea), (tb, eb) = _times(a), _times(b)
+    :func:`assign_add.stats.logrank_p` on :func:`binding_times`)."""
+    (ta, ea), (tb, eb) = binding_times(a), binding_times(b)
     return stats.logrank_p(ta, ea, tb, eb)
 
 
 def _side(rows: list[SeedRow], horizon: int) -> dict:
     known = [b for b in (bound_by(r, horizon) for r in rows) if b is not None]
-    times, events = _times(rows)
+    times, events = binding_times(rows)
     lo, hi = wilson_interval(sum(known), len(known))
     return {"runs": len(rows), "known": len(known), "bound": sum(known),
             "p_bound": sum(known) / len(known) if known else None, "ci95": [lo, hi],

@@ -30,6 +30,7 @@ from scipy.stats import fisher_exact
 
 from assign_add.run import RunError
 from assign_add.stats import fisher_power, holm, logrank_p, wilson_interval
+from assign_add.studies.compare import binding_times
 from assign_add.studies.survival import SeedRow, bound_by, read_summary, training_of
 
 ALPHA = 0.05
@@ -95,15 +96,16 @@ def rescue_table(default: dict, arms: dict[str, dict]) -> list[ArmResult]:
             raise RunError(f"arm {name} trained differently (compiled or precision) from the default")
     d_rows = [SeedRow(**r) for r in default["rows"]]
     d_out = _outcomes(d_rows, horizon)
+    d_seeds = {x.seed for x in d_rows}
     partial = []
     for name, s in arms.items():
-        rows = [SeedRow(**r) for r in s["rows"] if r["seed"] in {x.seed for x in d_rows}]
+        rows = [SeedRow(**r) for r in s["rows"] if r["seed"] in d_seeds]
         out = _outcomes(rows, horizon)
         shared = sorted(set(out) & set(d_out))
         k, n = sum(out[x] for x in shared), len(shared)
         dk = sum(d_out[x] for x in shared)
         p = fisher_exact([[k, n - k], [dk, n - dk]]).pvalue if n else None
-        lr = logrank_p(*_times(rows, set(shared)), *_times(d_rows, set(shared))) if n else None
+        lr = logrank_p(*binding_times(_finished(rows, shared)), *binding_times(_finished(d_rows, shared))) if n else None
         partial.append((name, rows, shared, k, n, dk, None if p is None else float(p), lr))
     adjusted, lr_adjusted = holm([x[6] for x in partial]), holm([x[7] for x in partial])
     results = []
@@ -115,11 +117,8 @@ def rescue_table(default: dict, arms: dict[str, dict]) -> list[ArmResult]:
     return results
 
 
-def _times(rows: list[SeedRow], seeds: set[int]) -> tuple[list[float], list[bool]]:
-    """Time to binding, or the step a run stopped unbound (censored), for the finished runs of ``seeds``."""
-    chosen = [r for r in rows if r.seed in seeds and r.finished]
-    return ([float(r.bound_at if r.bound_at is not None else r.reached) for r in chosen],
-            [r.bound_at is not None for r in chosen])
+def _finished(rows: list[SeedRow], seeds: list[int]) -> list[SeedRow]:
+    return [r for r in rows if r.seed in set(seeds) and r.finished]
 
 
 def extend_arm(arm: dict, default: dict, first: int = FIRST_STAGE) -> bool:

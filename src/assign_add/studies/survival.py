@@ -31,6 +31,7 @@ from assign_add.stats import wilson_interval
 from assign_add.io import atomic_write_json, atomic_write_text, read_json_object
 from assign_add.run import RunDir, RunError, check_folder_out, seed_dir
 from assign_add.studies.binding import BINDING_EVAL_SETS, CHUNK, train_until_bound
+from assign_add.train.branch import PARTS
 from assign_add.config import PAPER_STEPS
 
 CHECKPOINT_EVERY = 500
@@ -369,9 +370,8 @@ def norm_lead_line(res: dict) -> str:
             f"{res['verdict']}. Rule: {res['rule']}.")
 
 
-# the parameter groups the norm is split into (by parameter-name prefix)
-NORM_GROUPS = {"embed": ("embed.", "pos_embed."), "layer1-attn": ("blocks.0.attn.",),
-               "layer2-attn": ("blocks.1.attn.",), "mlp2": ("blocks.1.mlp.",), "unembed": ("unembed.",)}
+# the parameter groups the norm is split into: the parts a branch can transplant (by parameter-name prefix)
+NORM_GROUPS = {name: prefixes for name, prefixes in PARTS.items() if prefixes}
 PARTING_AUC = 0.70  # descriptive: a group "has parted" from the first step its AUC stays at or above this
 
 

@@ -195,7 +195,8 @@ class Sampler:
         self.vocab = Vocab.from_task(task)
         self.parts = parts if parts is not None else build_partitions(task)
         self.spec = training_spec(task, self.parts)
-        self.early_spec = training_spec(dataclasses.replace(task, mixture=task.early_mixture), self.parts)
+        self.early_spec = (training_spec(dataclasses.replace(task, mixture=task.early_mixture), self.parts)
+                           if task.early_mixture_until > 0 else self.spec)
         self.seed = seed
 
     def spec_at(self, step: int) -> SamplingSpec:

@@ -39,8 +39,8 @@ from assign_add.train.resume import load_state, read_state_step, save_state
 
 # The components a transplant branch can take from a donor run, by parameter-name prefix; ``norm`` takes none
 # but rescales every weight to the donor's total norm.
-PARTS = {"layer1-attn": ("blocks.0.attn.",), "layer2-attn": ("blocks.1.attn.",),
-         "embed": ("embed.", "pos_embed."), "mlp2": ("blocks.1.mlp.",), "unembed": ("unembed.",), "norm": ()}
+PARTS = {"embed": ("embed.", "pos_embed."), "layer1-attn": ("blocks.0.attn.",), "layer2-attn": ("blocks.1.attn.",),
+         "mlp2": ("blocks.1.mlp.",), "unembed": ("unembed.",), "norm": ()}
 
 
 @dataclass(frozen=True)
