@@ -38,14 +38,16 @@ def sweep_cmd(
     backend: str = typer.Option("local", "--backend", help="local or ray"),
     workers: Optional[int] = typer.Option(None, "--workers", help="parallel runs (default: CPU cores)"),
     address: Optional[str] = typer.Option(None, "--address", help="Ray cluster address (default: a local Ray)"),
+    adaptive: bool = typer.Option(False, "--adaptive", help="run only the grid values that locate the 90 % "
+                                  "crossing, in rounds of one value per worker (see sweep-replay)"),
 ) -> None:
     """Train one run per (value, seed); aggregate the score, fit the threshold, draw the figure."""
     from rich.progress import Progress, TimeElapsedColumn
 
     from assign_add.sweep.backends import SweepProgress
-    from assign_add.sweep.spec import make_spec, parse_values
+    from assign_add.sweep.spec import SweepSpec, make_spec, parse_values
     from assign_add.sweep.summary import threshold_lines
-    from assign_add.sweep.sweep import prepare_sweep_dir, run_sweep
+    from assign_add.sweep.sweep import prepare_sweep_dir, run_adaptive_sweep, run_sweep
 
     if workers is not None and workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {workers}")
@@ -63,7 +65,8 @@ def sweep_cmd(
             bar.update(task, completed=p.steps_done,
                        description=f"sweep {spec.param}: {p.points_done}/{p.points_total} points")
 
-        summary = run_sweep(spec, out, backend, workers, address, progress=show)
+        summary = (run_adaptive_sweep if adaptive else run_sweep)(spec, out, backend, workers, address, progress=show)
+    spec = SweepSpec.from_json(summary["spec"])  # an adaptive sweep ran a subset of the values
     table = Table(spec.param, "2-var share", f"{spec.score} (mean)", "sd", f"at {spec.steps // 3:,}",
                   f"at {2 * spec.steps // 3:,}", "converged")
     fmt = lambda v: "—" if v is None else f"{v:.4f}"  # noqa: E731
@@ -77,6 +80,40 @@ def sweep_cmd(
     console.print(f"wrote {Path(out) / 'sweep.json'}, table.md, figure.png, curves.png", highlight=False)
 
 
+
+
+@app.command("sweep-replay")
+@user_errors
+def sweep_replay_cmd(
+    folder: Path = typer.Argument(..., help="a finished full-grid sweep folder (sweep.json)"),
+    per_round: int = typer.Option(2, "--per-round", help="values per round (the workers an adaptive sweep would use)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="also write the comparison as JSON"),
+) -> None:
+    """Replay the adaptive design on a finished full-grid sweep: its threshold beside the grid's, and its cost."""
+    from assign_add.sweep.adaptive import replay
+    from assign_add.sweep.spec import THRESHOLD_ACC
+    from assign_add.sweep.summary import load_summary
+
+    if per_round < 1:
+        raise ConfigError("--per-round", f"must be >= 1, got {per_round}")
+    check_new_file_out(out)
+    summary = load_summary(folder)
+    if summary.get("adaptive"):
+        raise ConfigError(str(folder), "an adaptive sweep: replay needs a sweep that ran the full grid")
+    grid = summary["spec"]["values"]
+    means = {r["value"]: r["mean"] for r in summary["rows"]}
+    missing = [v for v in grid if means.get(v) is None]
+    if missing:
+        raise ConfigError(str(folder), f"{len(missing)} of {len(grid)} values unfinished; finish the sweep first")
+    r = replay(grid, means, THRESHOLD_ACC, per_round)
+    fmt = lambda v: "none (never reaches the level)" if v is None else f"{v:.4g}"  # noqa: E731
+    ad = r["adaptive"]
+    lines = [f"{folder}: full grid threshold {fmt(r['grid_threshold'])}; adaptive {fmt(ad['threshold'])} "
+             f"({'within' if r['within_one_step'] else 'NOT within'} one grid step, {r['grid_step']:.4g}).",
+             f"Cost per seed: {r['runs_per_seed']['adaptive']} runs in {len(ad['rounds'])} rounds of up to {per_round}, "
+             f"against {r['runs_per_seed']['grid']} for the grid. Values run: "
+             f"{', '.join(f'{v:.4g}' for v in ad['values'])}."]
+    print_and_write(lines, out, {"folder": str(folder), **r})
 
 
 @app.command("branch")

@@ -53,3 +53,36 @@ def run_sweep(spec: SweepSpec, root: Path, backend: str = "local", workers: int 
     summary = summarize(spec, root)
     write_outputs(spec, root, summary)
     return summary
+
+
+def run_adaptive_sweep(spec: SweepSpec, root: Path, backend: str = "local", workers: int | None = None,
+                       address: str | None = None, progress: Progress | None = None) -> dict:
+    """The adaptive design (:mod:`.adaptive`) over ``spec.values`` as the grid: each round trains its values
+    (every seed) as an ordinary sweep into ``root``, then reads their mean scores to choose the next round.
+    Re-running resumes: finished points are read, not retrained, so the same rounds are chosen again."""
+    import dataclasses
+
+    from assign_add.sweep.adaptive import run_design
+    from assign_add.sweep.spec import THRESHOLD_ACC
+
+    root = Path(root)
+    workers = workers or default_workers()
+    grid = sorted(spec.values)
+    run: list[float] = []
+
+    def score_of(values: list[float]) -> dict[float, float]:
+        run.extend(values)
+        summary = run_sweep(dataclasses.replace(spec, values=sorted(run)), root, backend, workers, address, progress)
+        means = {r["value"]: r["mean"] for r in summary["rows"] if r["value"] in values}
+        if any(m is None for m in means.values()):
+            raise RunError(f"{root}: a point of this round did not finish; run the same command again")
+        return means
+
+    result = run_design(grid, score_of, THRESHOLD_ACC, workers)
+    final = dataclasses.replace(spec, values=result.values)
+    summary = summarize(final, root)
+    summary["adaptive"] = {**result.to_json(), "grid": grid, "level": THRESHOLD_ACC,
+                           "steps_trained": len(result.values) * len(spec.seeds) * spec.steps,
+                           "steps_full_grid": len(grid) * len(spec.seeds) * spec.steps}
+    write_outputs(final, root, summary)
+    return summary
