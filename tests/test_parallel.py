@@ -60,10 +60,10 @@ def test_follow_ups_may_chain():
     assert run_pool([(slow_square, (2, 0.0))], workers=1, then=then, poll_seconds=0.05) == [4, 16, 256]
 
 
-def test_reproduce_runs_no_more_workers_than_cores():
+def test_reproduce_trains_every_seed_at_once_up_to_twice_the_cores():
     from assign_add.reproduce import worker_count
 
-    assert worker_count(jobs=4, cores=2) == 2  # 3 seeds + the released import: never more workers than cores
-    assert worker_count(jobs=11, cores=2) == 2
+    assert worker_count(jobs=4, cores=2) == 4  # 3 seeds + the released import: all at once, no rounds
+    assert worker_count(jobs=11, cores=2) == 4
     assert worker_count(jobs=1, cores=8) == 1
     assert worker_count(jobs=4, cores=8) == 4  # never more workers than jobs

@@ -100,6 +100,13 @@ def test_replay_command_prints_and_writes_both_thresholds(tmp_path):
     assert data["adaptive"]["rounds"] == [[0.0, 10.0, 19.0], [4.0, 7.0], [5.0, 6.0]]
 
 
+def test_replay_refuses_a_summary_of_another_shape(tmp_path):
+    (tmp_path / "f").mkdir()
+    (tmp_path / "f" / "sweep.json").write_text("[1, 2]")
+    res = CliRunner().invoke(app, ["sweep-replay", str(tmp_path / "f")])
+    assert res.exit_code != 0 and "not a sweep summary" in res.output and "Traceback" not in res.output
+
+
 @pytest.mark.parametrize("means, adaptive, message", [
     ({0.0: 0.1, 1.0: None, 2.0: 1.0}, False, "1 of 3 values unfinished"),
     ({0.0: 0.1, 1.0: 0.5, 2.0: 1.0}, True, "an adaptive sweep"),

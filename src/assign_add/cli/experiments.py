@@ -98,6 +98,9 @@ def sweep_replay_cmd(
         raise ConfigError("--per-round", f"must be >= 1, got {per_round}")
     check_new_file_out(out)
     summary = load_summary(folder)
+    if not (isinstance(summary, dict) and isinstance(summary.get("spec"), dict) and "values" in summary["spec"]
+            and isinstance(summary.get("rows"), list)):
+        raise ConfigError(str(folder), "sweep.json is not a sweep summary (no spec values or rows)")
     if summary.get("adaptive"):
         raise ConfigError(str(folder), "an adaptive sweep: replay needs a sweep that ran the full grid")
     grid = summary["spec"]["values"]
