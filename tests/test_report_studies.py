@@ -49,3 +49,30 @@ def test_each_experiment_becomes_a_section_stating_its_command_and_numbers(tmp_p
 def test_a_folder_without_its_summary_is_a_one_line_error(tmp_path):
     with pytest.raises(RunError, match="no survival.json"):
         load_experiments({"survival": tmp_path})
+
+
+def test_rescue_json_becomes_a_table_of_arms(tmp_path):
+    """A rescue table computed by the study code from planted summaries (32 of 32 against 22 of 32) reads, row
+    for row, as the report's section."""
+    from dataclasses import asdict
+
+    from assign_add.studies.rescue import rescue
+    from assign_add.studies.survival import SeedRow
+
+    def study(n_bound: int) -> dict:
+        rows = [SeedRow(s, 3000 if i < n_bound else None, 3000 if i < n_bound else 40_000, {}, f"seed-{s}")
+                for i, s in enumerate(range(132, 164))]
+        return {"horizon": 40_000, "planned": 32, "training": {"compile": True, "precision": "fp32"},
+                "rows": [asdict(r) for r in rows]}
+
+    for name, data in (("default", study(22)), ("wd3", study(32))):
+        (tmp_path / f"{name}.json").write_text(json.dumps(data))
+    (tmp_path / "rescue").mkdir()
+    res = rescue(tmp_path / "default.json", {"wd3": tmp_path / "wd3.json"})
+    (tmp_path / "rescue" / "rescue.json").write_text(json.dumps(res))
+    md = to_markdown(study_sections(load_experiments({"rescue": tmp_path / "rescue"})), tmp_path / "report")
+    arm = res["arms"][0]
+    assert "Rescue: training changes against the default" in md
+    assert (f"| wd3 | 32 of 32 | {arm['ci95'][0]:.2f}–1.00 | 22 of 32 | {arm['fisher_p']:.3g} | {arm['holm_p']:.3g} | "
+            f"{arm['logrank_holm_p']:.3g} | 3,000 | 14,562 | {arm['power_at_goal']:.2f} | reaches the goal |") in md
+    assert arm["default_cost_steps"] == (22 * 3000 + 10 * 40_000) / 32  # 14,562.5, printed to the step

@@ -228,7 +228,7 @@ def reproduce(
     many_seeds: Path | None = DEFAULT_MANY_SEEDS,
 ) -> ReproduceResult:
     """``sweeps`` maps "f" / "r" to sweep folders (with sweep.json) that supply claims C6 / C7;
-    ``experiments`` maps "survival" / "branches" / "llc" to those commands' folders, each a section of
+    ``experiments`` maps "survival" / "branches" / "llc" / "rescue" to those commands' folders, each a section of
     the report beyond the paper."""
     if seeds < 1:
         raise ConfigError("--seeds", f"must be >= 1, got {seeds}")

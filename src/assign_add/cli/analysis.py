@@ -96,6 +96,8 @@ def reproduce_cmd(
     survival: Optional[Path] = typer.Option(None, "--survival", help="an assign-add survival folder: a report section"),
     branches: Optional[Path] = typer.Option(None, "--branches", help="an assign-add branches folder: a report section"),
     llc_dir: Optional[Path] = typer.Option(None, "--llc", help="an assign-add llc folder: a report section"),
+    rescue: Optional[Path] = typer.Option(None, "--rescue", help="a folder holding survival-rescue's rescue.json: "
+                                          "a report section"),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="show progress"),
 ) -> None:
     """Train the paper preset (or reuse it), run every analysis, write report.html and report.md."""
@@ -104,7 +106,8 @@ def reproduce_cmd(
     sweeps = {k: v for k, v in (("f", f_sweep), ("r", r_sweep)) if v is not None}
     with _TrainProgress(enabled=progress) as bar:
         log = lambda msg: err_console.print(msg, highlight=False)  # noqa: E731
-        experiments = {k: v for k, v in (("survival", survival), ("branches", branches), ("llc", llc_dir)) if v}
+        experiments = {k: v for k, v in (("survival", survival), ("branches", branches), ("llc", llc_dir),
+                                                   ("rescue", rescue)) if v}
         res = reproduce(out, seeds, steps, paper_checkpoints, quick, overrides or [], log=log, progress=bar.update,
                         sweeps=sweeps, experiments=experiments, first_seed=first_seed,
                         **({"many_seeds": many_seeds} if many_seeds is not None else {}))
