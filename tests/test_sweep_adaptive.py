@@ -95,7 +95,7 @@ def test_replay_command_prints_and_writes_both_thresholds(tmp_path):
     res = CliRunner().invoke(app, ["sweep-replay", str(folder), "--out", str(tmp_path / "r.json")])
     assert res.exit_code == 0, res.output
     assert "full grid threshold 7; adaptive 7 (within one grid step, 1)" in res.output
-    assert "Cost per seed: 7 runs in 3 rounds of up to 2, against 20 for the grid" in res.output
+    assert "Cost per seed: 7 runs in 3 rounds (3, 2, 2 values), against 20 for the grid" in res.output
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["adaptive"]["rounds"] == [[0.0, 10.0, 19.0], [4.0, 7.0], [5.0, 6.0]]
 
@@ -109,6 +109,7 @@ def test_replay_refuses_a_summary_of_another_shape(tmp_path):
 
 @pytest.mark.parametrize("means, adaptive, message", [
     ({0.0: 0.1, 1.0: None, 2.0: 1.0}, False, "1 of 3 values unfinished"),
+    ({0.0: 0.1, 1.0: float("nan"), 2.0: 1.0}, False, "1 of 3 values unfinished"),
     ({0.0: 0.1, 1.0: 0.5, 2.0: 1.0}, True, "an adaptive sweep"),
 ])
 def test_replay_refuses_a_sweep_that_did_not_run_the_full_grid(tmp_path, means, adaptive, message):
@@ -133,8 +134,19 @@ def test_tiny_adaptive_sweep_runs_a_subset_and_resumes(tmp_path):
     assert summary["adaptive"]["rounds"] == [[0.5, 0.7, 0.9]] and summary["threshold"]["estimate"] is None
     assert summary["adaptive"]["steps_trained"] == 90 and summary["adaptive"]["steps_full_grid"] == 150
     assert sorted(p.name for p in (tmp_path / "s" / "runs").iterdir()) == ["task.f=0.5", "task.f=0.7", "task.f=0.9"]
-    assert "Adaptive design: 3 of the grid's 5 values run" in (tmp_path / "s" / "table.md").read_text()
+    assert "Adaptive design: 3 of the grid's 5 values run, in rounds of 3 values" in (tmp_path / "s" / "table.md").read_text()
     ckpt = tmp_path / "s" / "runs" / "task.f=0.7" / "seed-42" / "checkpoints" / "step_000030.safetensors"
     before = ckpt.stat().st_mtime_ns
     again = run_adaptive_sweep(spec, tmp_path / "s", "local", workers=2)
     assert ckpt.stat().st_mtime_ns == before and again["adaptive"]["rounds"] == summary["adaptive"]["rounds"]
+
+
+def test_the_report_refuses_an_adaptive_sweep_for_c6_c7(tmp_path):
+    from assign_add.reproduce import load_sweeps
+    from assign_add.run import RunError
+
+    folder = _sweep_folder(tmp_path / "f", _step_curve(7), adaptive=True)
+    with pytest.raises(RunError, match="an adaptive sweep; C6/C7 read full-grid sweeps"):
+        load_sweeps({"f": folder})
+    full = _sweep_folder(tmp_path / "g", _step_curve(7))
+    assert load_sweeps({"f": full})["f"]["rows"][7]["mean"] == 1.0

@@ -167,9 +167,9 @@ def worker_count(jobs: int, cores: int) -> int:
     one per job, up to twice the cores, so that all seeds train at once, time-sharing the cores.
 
     With 3 seeds on 2 cores, no more workers than cores means rounds: one core trains two seeds one after
-    the other while the other idles once its work is done, so the job takes about two seeds' training
-    instead of one and a half.  Measured on the AMD EPYC (Zen 3), 2 cores, float32 (docs/performance.md):
-    33 min 22 s with one worker per job (2026-12-07), 50 min 7 s with two workers (2026-12-08)."""
+    the other, so the job takes about two seeds' training instead of one and a half.  On the AMD EPYC (Zen 3),
+    2 cores, float32, two workers took 50 min 7 s (2026-12-08), where time-sharing projects to ~45 min from
+    the same run's worker times (docs/performance.md)."""
     return max(1, min(jobs, 2 * cores))
 
 
@@ -305,6 +305,9 @@ def load_sweeps(sweeps: dict[str, Path]) -> dict[str, dict]:
         if not path.is_file():
             raise RunError(f"{folder}: no sweep.json (run assign-add sweep --preset {key} --out {folder} first)")
         out[key] = json.loads(path.read_text())
+        if isinstance(out[key], dict) and out[key].get("adaptive"):
+            raise RunError(f"{folder}: an adaptive sweep; C6/C7 read full-grid sweeps until `assign-add "
+                           "sweep-replay` has shown the design gives the grid's threshold on this task")
     return out
 
 

@@ -104,19 +104,27 @@ def sweep_replay_cmd(
     if summary.get("adaptive"):
         raise ConfigError(str(folder), "an adaptive sweep: replay needs a sweep that ran the full grid")
     grid = summary["spec"]["values"]
+    if not all(isinstance(r, dict) and "value" in r and "mean" in r for r in summary["rows"]):
+        raise ConfigError(str(folder), "sweep.json's rows lack a value or a mean")
     means = {r["value"]: r["mean"] for r in summary["rows"]}
-    missing = [v for v in grid if means.get(v) is None]
-    if missing:
-        raise ConfigError(str(folder), f"{len(missing)} of {len(grid)} values unfinished; finish the sweep first")
+    missing = [v for v in grid if not isinstance(means.get(v), (int, float)) or means[v] != means[v]]
+    if missing or summary.get("unfinished"):
+        n = len(missing) or len({u["value"] for u in summary["unfinished"]})
+        raise ConfigError(str(folder), f"{n} of {len(grid)} values unfinished; finish the sweep first")
     r = replay(grid, means, THRESHOLD_ACC, per_round)
     fmt = lambda v: "none (never reaches the level)" if v is None else f"{v:.4g}"  # noqa: E731
     ad = r["adaptive"]
     lines = [f"{folder}: full grid threshold {fmt(r['grid_threshold'])}; adaptive {fmt(ad['threshold'])} "
              f"({'within' if r['within_one_step'] else 'NOT within'} one grid step, {r['grid_step']:.4g}).",
-             f"Cost per seed: {r['runs_per_seed']['adaptive']} runs in {len(ad['rounds'])} rounds of up to {per_round}, "
+             f"Cost per seed: {r['runs_per_seed']['adaptive']} runs in {_rounds(ad['rounds'])}, "
              f"against {r['runs_per_seed']['grid']} for the grid. Values run: "
              f"{', '.join(f'{v:.4g}' for v in ad['values'])}."]
     print_and_write(lines, out, {"folder": str(folder), **r})
+
+
+def _rounds(rounds: list[list[float]]) -> str:
+    """'3 rounds (3, 2, 2 values)'."""
+    return f"{len(rounds)} round{'s' if len(rounds) != 1 else ''} ({', '.join(str(len(r)) for r in rounds)} values)"
 
 
 @app.command("branch")

@@ -26,7 +26,8 @@ def load_experiments(folders: dict[str, Path]) -> dict[str, tuple[Path, dict]]:
     for kind, folder in folders.items():
         path = Path(folder) / KINDS[kind]
         if not path.is_file():
-            raise RunError(f"--{kind} {folder}: no {KINDS[kind]} (made by assign-add {kind})")
+            made = "assign-add survival-rescue … --out FOLDER/rescue.json" if kind == "rescue" else f"assign-add {kind}"
+            raise RunError(f"--{kind} {folder}: no {KINDS[kind]} (made by {made})")
         try:
             out[kind] = (Path(folder), json.loads(path.read_text()))
         except json.JSONDecodeError:
@@ -118,7 +119,7 @@ def rescue_section(folder: Path, r: dict) -> list[Block]:
 
     rows = [[a["name"], f"{a['bound']} of {a['known']}",
              "—" if not a["known"] else f"{a['ci95'][0]:.2f}–{a['ci95'][1]:.2f}", f"{a['default_bound']} of {a['default_known']}",
-             p(a["fisher_p"]), p(a["holm_p"]), p(a["logrank_holm_p"]), steps(a["cost_steps"]), steps(a["default_cost_steps"]),
+             p(a["fisher_p"]), p(a["holm_p"]), p(a.get("logrank_holm_p")), steps(a["cost_steps"]), steps(a["default_cost_steps"]),
              "—" if a["power_at_goal"] is None else f"{a['power_at_goal']:.2f}", a["verdict"]] for a in r["arms"]]
     return [Heading("Rescue: training changes against the default (beyond the paper)", anchor="rescue"),
             Text(f"Each arm changes one thing in training and runs the default study's seeds ({r['default']}) to "

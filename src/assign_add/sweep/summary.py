@@ -187,8 +187,8 @@ def threshold_lines(spec: SweepSpec, summary: dict) -> list[str]:
         out.append(f"Converged {where} ({', '.join(f'{v:.4g}' for v in conv['near_values'])}): "
                    f"no rise above {conv['margin']} over the last third.")
     if ad := summary.get("adaptive"):
-        out.append(f"Adaptive design: {ad['n_values']} of the grid's {ad['grid_size']} values run, in "
-                   f"{len(ad['rounds'])} rounds of up to {ad['per_round']}; {ad['steps_trained']:,} training steps "
+        out.append(f"Adaptive design: {ad['n_values']} of the grid's {ad['grid_size']} values run, in rounds of "
+                   f"{', '.join(str(len(r)) for r in ad['rounds'])} values; {ad['steps_trained']:,} training steps "
                    f"against {ad['steps_full_grid']:,} for the full grid.")
     if summary["unfinished"]:
         out.append(f"Unfinished: {len(summary['unfinished'])} of {len(spec.points())} points "

@@ -39,8 +39,9 @@ def prepare_sweep_dir(spec: SweepSpec, root: Path) -> None:
     atomic_write_json(spec_path, spec.to_json())
 
 
-def run_sweep(spec: SweepSpec, root: Path, backend: str = "local", workers: int | None = None,
-              address: str | None = None, progress: Progress | None = None) -> dict:
+def train_points(spec: SweepSpec, root: Path, backend: str = "local", workers: int | None = None,
+                 address: str | None = None, progress: Progress | None = None) -> dict:
+    """Train (or resume) every point of ``spec`` into ``root`` and summarise it, writing no summary files."""
     root = Path(root)
     if backend not in ("local", "ray"):
         raise ConfigError("--backend", f"unknown backend {backend!r}; choose local or ray")
@@ -50,8 +51,13 @@ def run_sweep(spec: SweepSpec, root: Path, backend: str = "local", workers: int 
         run_local(spec, root, workers, progress)
     else:
         run_ray(spec, root, address, workers, progress)
-    summary = summarize(spec, root)
-    write_outputs(spec, root, summary)
+    return summarize(spec, root)
+
+
+def run_sweep(spec: SweepSpec, root: Path, backend: str = "local", workers: int | None = None,
+              address: str | None = None, progress: Progress | None = None) -> dict:
+    summary = train_points(spec, root, backend, workers, address, progress)
+    write_outputs(spec, Path(root), summary)
     return summary
 
 
@@ -59,7 +65,9 @@ def run_adaptive_sweep(spec: SweepSpec, root: Path, backend: str = "local", work
                        address: str | None = None, progress: Progress | None = None) -> dict:
     """The adaptive design (:mod:`.adaptive`) over ``spec.values`` as the grid: each round trains its values
     (every seed) as an ordinary sweep into ``root``, then reads their mean scores to choose the next round.
-    Re-running resumes: finished points are read, not retrained, so the same rounds are chosen again."""
+    Re-running with the same ``workers`` resumes: finished points are read, not retrained, so the same rounds are
+    chosen again.  ``sweep.json`` and the figures are written once, when the design has stopped, so an interrupted
+    adaptive sweep never reads as a finished sweep of fewer values."""
     import dataclasses
 
     from assign_add.sweep.adaptive import run_design
@@ -72,11 +80,12 @@ def run_adaptive_sweep(spec: SweepSpec, root: Path, backend: str = "local", work
 
     def score_of(values: list[float]) -> dict[float, float]:
         run.extend(values)
-        summary = run_sweep(dataclasses.replace(spec, values=sorted(run)), root, backend, workers, address, progress)
-        means = {r["value"]: r["mean"] for r in summary["rows"] if r["value"] in values}
-        if any(m is None for m in means.values()):
-            raise RunError(f"{root}: a point of this round did not finish; run the same command again")
-        return means
+        summary = train_points(dataclasses.replace(spec, values=sorted(run)), root, backend, workers, address, progress)
+        missing = [u for u in summary["unfinished"] if u["value"] in values]
+        if missing:
+            where = ", ".join(spec.point_name(u["value"], u["seed"]) for u in missing)
+            raise RunError(f"{root}: {where} did not finish (see its train.log); run the same command again")
+        return {r["value"]: r["mean"] for r in summary["rows"] if r["value"] in values}
 
     result = run_design(grid, score_of, THRESHOLD_ACC, workers)
     final = dataclasses.replace(spec, values=result.values)
